@@ -1,0 +1,237 @@
+"""Weights of the authors' PyTorch Transformer-XL, and of HuggingFace's
+`TransfoXLLMHeadModel`, into `TransformerXLCausalLM`.
+
+The authors' code is `pytorch/mem_transformer.py` of kimiyoung/transformer-xl
+(`MemTransformerLM`, `attn_type=0`). Its parameter names:
+
+| official name                                  | shape (torch)        |
+| ---------------------------------------------- | -------------------- |
+| `word_emb.emb_layers.0.weight`                 | `[n_token, d_embed]` |
+| `layers.{l}.dec_attn.qkv_net.weight`           | `[3*n*d, d_model]`   |
+| `layers.{l}.dec_attn.r_net.weight`             | `[n*d, d_model]`     |
+| `layers.{l}.dec_attn.o_net.weight`             | `[d_model, n*d]`     |
+| `layers.{l}.dec_attn.layer_norm.{weight,bias}` | `[d_model]`          |
+| `layers.{l}.pos_ff.CoreNet.{0,3}.{weight,bias}`| linear layers        |
+| `layers.{l}.pos_ff.layer_norm.{weight,bias}`   | `[d_model]`          |
+| `r_w_bias`, `r_r_bias` (shared by all layers)  | `[n_head, d_head]`   |
+| `crit.out_layers.0.{weight,bias}`              | `[n_token, d_embed]` |
+
+HuggingFace prefixes the model's names with `transformer.` and, with
+`untie_r=True`, keeps `r_w_bias`/`r_r_bias` per layer under
+`transformer.layers.{l}.dec_attn.`.
+"""
+
+import json
+
+import numpy as np
+
+from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+
+# HuggingFace `TransfoXLConfig` names of the official constructor arguments.
+_HF_NAMES = {"vocab_size": "n_token", "untie_r": "untie_r"}
+
+_DEFAULTS = {
+    "clamp_len": -1,
+    "same_length": False,
+    "pre_lnorm": False,
+    "cutoffs": [],
+    "div_val": 1,
+    "tie_projs": [False],
+    "d_embed": None,
+}
+
+
+def normalize_config(config):
+    """The official constructor arguments from a dict, a JSON string or a
+    HuggingFace `TransfoXLConfig` (its `to_dict()`)."""
+    if isinstance(config, (str, bytes)):
+        config = json.loads(config)
+    elif hasattr(config, "to_dict"):
+        config = config.to_dict()
+    config = dict(config)
+    for hf_name, name in _HF_NAMES.items():
+        if hf_name in config and name not in config:
+            config[name] = config[hf_name]
+    for key, value in _DEFAULTS.items():
+        config.setdefault(key, value)
+    if config["d_embed"] is None:
+        config["d_embed"] = config["d_model"]
+    required = (
+        "n_token",
+        "n_layer",
+        "n_head",
+        "d_model",
+        "d_head",
+        "d_inner",
+        "mem_len",
+    )
+    missing = [key for key in required if key not in config]
+    if missing:
+        raise ValueError(
+            f"`config` lacks the official constructor arguments {missing}. "
+            f"Received keys: {sorted(config)}"
+        )
+    return config
+
+
+def _to_numpy(value):
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype="float32")
+
+
+def _strip_prefix(params):
+    """Official names, whether `params` uses them or HuggingFace's."""
+    out = {}
+    for name, value in params.items():
+        if name.startswith("param/"):
+            name = name[len("param/") :]
+        if name.startswith("transformer."):
+            name = name[len("transformer.") :]
+        out[name] = value
+    return out
+
+
+def from_official_pytorch(params, config, dtype=None):
+    """Builds a `TransformerXLCausalLM` from the authors' weights.
+
+    Args:
+        params: dict of parameter name to array (numpy or torch), e.g. the
+            `state_dict()` of the authors' `MemTransformerLM` or of
+            HuggingFace's `TransfoXLLMHeadModel`. Keys may carry the
+            `param/` prefix of the reference fixtures.
+        config: the official constructor arguments (`n_token`, `n_layer`,
+            `n_head`, `d_model`, `d_head`, `d_inner`, `mem_len`,
+            `clamp_len`, `same_length`, `pre_lnorm`, `cutoffs`, `div_val`,
+            `tie_projs`, `d_embed`), as a dict or JSON string, or a
+            HuggingFace `TransfoXLConfig`.
+        dtype: optional dtype policy of the model.
+
+    Returns:
+        A `TransformerXLCausalLM` that computes the same log-probabilities
+        and memories as the PyTorch model in eval mode.
+
+    Raises:
+        NotImplementedError: for adaptive input / softmax (`cutoffs`,
+            `div_val > 1` or `d_embed != d_model`).
+        ValueError: for a missing or misshapen parameter.
+    """
+    config = normalize_config(config)
+    params = _strip_prefix(dict(params))
+    if config["cutoffs"] or config["div_val"] != 1:
+        raise NotImplementedError(
+            "Adaptive input / adaptive softmax (`cutoffs`, `div_val`) is "
+            "not supported by this converter yet. Received: cutoffs="
+            f"{config['cutoffs']}, div_val={config['div_val']}."
+        )
+    if config["d_embed"] != config["d_model"]:
+        raise NotImplementedError(
+            "A projected embedding (`d_embed != d_model`) is not supported "
+            f"yet. Received: d_embed={config['d_embed']}, "
+            f"d_model={config['d_model']}."
+        )
+    n_layer, n_head, d_head = (
+        config["n_layer"],
+        config["n_head"],
+        config["d_head"],
+    )
+    clamp = config["clamp_len"]
+    backbone = TransformerXLBackbone(
+        vocabulary_size=config["n_token"],
+        num_layers=n_layer,
+        num_heads=n_head,
+        hidden_dim=config["d_model"],
+        head_dim=d_head,
+        intermediate_dim=config["d_inner"],
+        memory_length=config["mem_len"],
+        clamp_length=clamp if clamp is not None and clamp > 0 else None,
+        same_length=bool(config["same_length"]),
+        pre_norm=bool(config["pre_lnorm"]),
+        dtype=dtype,
+    )
+    tied = "crit.out_layers.0.weight" not in params or np.array_equal(
+        _to_numpy(params["crit.out_layers.0.weight"]),
+        _to_numpy(params["word_emb.emb_layers.0.weight"]),
+    )
+    lm = TransformerXLCausalLM(backbone, tie_weights=bool(tied))
+    lm.build()
+
+    def get(name, shape=None):
+        if name not in params:
+            raise ValueError(
+                f"`params` lacks '{name}'. Pass the full state_dict of the "
+                "official `MemTransformerLM` (or HuggingFace "
+                "`TransfoXLLMHeadModel`)."
+            )
+        value = _to_numpy(params[name])
+        if shape is not None and tuple(value.shape) != tuple(shape):
+            raise ValueError(
+                f"Parameter '{name}' has shape {tuple(value.shape)}, "
+                f"expected {tuple(shape)} from the config."
+            )
+        return value
+
+    d_model, width = config["d_model"], n_head * d_head
+    backbone.token_embedding.embeddings.assign(
+        get("word_emb.emb_layers.0.weight", (config["n_token"], d_model))
+    )
+    for i, block in enumerate(backbone.transformer_layers):
+        prefix = f"layers.{i}."
+        attention = block.attention
+        qkv = get(prefix + "dec_attn.qkv_net.weight", (3 * width, d_model))
+        for part, dense in zip(
+            np.split(qkv, 3, axis=0),
+            (attention.query_dense, attention.key_dense, attention.value_dense),
+        ):
+            # torch [n*d, d_model] -> keras (d_model, heads, head_dim)
+            dense.kernel.assign(part.T.reshape(d_model, n_head, d_head))
+        attention.position_dense.kernel.assign(
+            get(prefix + "dec_attn.r_net.weight", (width, d_model)).T.reshape(
+                d_model, n_head, d_head
+            )
+        )
+        attention.output_dense.kernel.assign(
+            get(prefix + "dec_attn.o_net.weight", (d_model, width)).T.reshape(
+                n_head, d_head, d_model
+            )
+        )
+        if prefix + "dec_attn.r_w_bias" in params:  # HuggingFace, untie_r
+            u = get(prefix + "dec_attn.r_w_bias", (n_head, d_head))
+            v = get(prefix + "dec_attn.r_r_bias", (n_head, d_head))
+        else:
+            u = get("r_w_bias", (n_head, d_head))
+            v = get("r_r_bias", (n_head, d_head))
+        attention.content_bias.assign(u)
+        attention.position_bias.assign(v)
+        block.attention_norm.gamma.assign(
+            get(prefix + "dec_attn.layer_norm.weight", (d_model,))
+        )
+        block.attention_norm.beta.assign(
+            get(prefix + "dec_attn.layer_norm.bias", (d_model,))
+        )
+        inner = config["d_inner"]
+        block.intermediate_dense.kernel.assign(
+            get(prefix + "pos_ff.CoreNet.0.weight", (inner, d_model)).T
+        )
+        block.intermediate_dense.bias.assign(
+            get(prefix + "pos_ff.CoreNet.0.bias", (inner,))
+        )
+        block.output_dense.kernel.assign(
+            get(prefix + "pos_ff.CoreNet.3.weight", (d_model, inner)).T
+        )
+        block.output_dense.bias.assign(
+            get(prefix + "pos_ff.CoreNet.3.bias", (d_model,))
+        )
+        block.feedforward_norm.gamma.assign(
+            get(prefix + "pos_ff.layer_norm.weight", (d_model,))
+        )
+        block.feedforward_norm.beta.assign(
+            get(prefix + "pos_ff.layer_norm.bias", (d_model,))
+        )
+    if not tied:
+        lm.output_kernel.assign(
+            get("crit.out_layers.0.weight", (config["n_token"], d_model)).T
+        )
+    lm.output_bias.assign(get("crit.out_layers.0.bias", (config["n_token"],)))
+    return lm

@@ -1,0 +1,21 @@
+"""Layers of Transformer-XL, each usable in any Keras model."""
+
+from keras_txl.layers.memory_cache import MemoryCache
+from keras_txl.layers.memory_state import MemoryState
+from keras_txl.layers.relative_multi_head_attention import (
+    RelativeMultiHeadAttention,
+)
+from keras_txl.layers.relative_multi_head_attention import relative_shift
+from keras_txl.layers.relative_position_embedding import (
+    RelativePositionEmbedding,
+)
+from keras_txl.layers.transformer_xl_block import TransformerXLBlock
+
+__all__ = [
+    "MemoryCache",
+    "MemoryState",
+    "RelativeMultiHeadAttention",
+    "RelativePositionEmbedding",
+    "TransformerXLBlock",
+    "relative_shift",
+]

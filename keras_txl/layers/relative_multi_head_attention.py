@@ -1,0 +1,315 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_txl.utils.validation import check_bool
+from keras_txl.utils.validation import check_positive_int
+from keras_txl.utils.validation import check_rate
+
+# Added to the scores of masked keys. Finite (not -inf) so that a row whose
+# keys are all masked gives a uniform row, never NaN; applied in float32.
+_MASK_VALUE = -1e9
+
+
+def relative_shift(scores):
+    """Aligns position scores so that entry `(i, j)` uses distance `i - j`.
+
+    `scores[..., i, k]` is the score of query `i` with the position
+    embedding of row `k`, i.e. of distance `K - 1 - k` (the layout of
+    `RelativePositionEmbedding`). With `T` queries placed at the end of `K`
+    keys, query `i` sits at key position `K - T + i`; its distance to key
+    `j` is `K - T + i - j`, found at row `k = T - 1 - i + j`. This returns
+    `out[..., i, j] = scores[..., i, T - 1 - i + j]` wherever
+    `j <= K - T + i` (the causal region). Entries above it hold other
+    values and must be masked.
+
+    The pad-and-reshape of Dai et al. (2019, appendix B): one zero column,
+    two reshapes, one slice, and no gather.
+
+    Args:
+        scores: tensor of shape `(batch, heads, T, K)`.
+
+    Returns:
+        A tensor of the same shape.
+    """
+    batch, heads, query_length, key_length = ops.shape(scores)
+    padded = ops.pad(scores, [[0, 0], [0, 0], [0, 0], [1, 0]])  # (b,h,T,K+1)
+    padded = ops.reshape(
+        padded, (batch, heads, key_length + 1, query_length)
+    )  # (b, h, K + 1, T)
+    shifted = padded[:, :, 1:, :]  # (b, h, K, T)
+    return ops.reshape(
+        shifted, (batch, heads, query_length, key_length)
+    )  # (b, h, T, K)
+
+
+@keras.saving.register_keras_serializable(package="keras_txl")
+class RelativeMultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention with relative positions and a memory.
+
+    The attention of Transformer-XL (Dai et al., 2019, eq. 4). Queries come
+    from the current segment; keys and values from `concat(memory,
+    segment)`. The score of query `i` and key `j` is
+
+        (q_i + u) . k_j  +  (q_i + v) . (W_r R_{i-j}),   scaled by 1/sqrt(d)
+
+    where `R` holds sinusoidal embeddings of the distance (from
+    `RelativePositionEmbedding`), `W_r` is this layer's position projection
+    and `u`, `v` are learned per head. Keys are masked when they lie in the
+    future of the query (causal), when their memory slot holds nothing yet
+    (`memory_valid_length`), optionally to give every query the same number
+    of keys (`same_length`, as the authors' PyTorch code defines it), and
+    where an optional `attention_mask` is False.
+
+    Masking and softmax run in float32 under any dtype policy: the large
+    negative mask value and the exponentials overflow in float16.
+
+    Args:
+        num_heads: int. Number of attention heads.
+        head_dim: int. Size of each head's queries, keys and values.
+        output_dim: int or `None`. Width of the output. `None` uses the
+            width of the query.
+        dropout: float in [0, 1). Dropout on the attention probabilities
+            (the authors' `dropatt`).
+        same_length: bool. If True, every query attends to the same number
+            of keys: query `i` of a segment of length `T` after `M` memory
+            slots sees the `M` keys ending at itself (the mask of the
+            authors' PyTorch code, used for evaluation in the paper).
+        kernel_initializer: initializer of the projections.
+        bias_initializer: initializer of `u` and `v`.
+        **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+
+    Call arguments:
+        query: tensor of shape `(batch, T, dim)`: the current segment.
+        position_embedding: tensor of shape `(M + T, position_dim)`, rows
+            for distances `M + T - 1 ... 0` (see `RelativePositionEmbedding`).
+        memory: optional tensor of shape `(batch, M, dim)`. `None` means no
+            memory.
+        memory_valid_length: optional int tensor of shape `(batch,)`: the
+            number of valid memory slots of each example, the last ones.
+            `None` means all `M` are valid.
+        attention_mask: optional boolean tensor of shape `(batch, T, M + T)`;
+            False entries are masked (on top of the masks above).
+        use_causal_mask: bool, default True. Whether queries are kept from
+            seeing keys after them.
+        return_attention_scores: bool. Also return the probabilities.
+        training: bool. Dropout is active only when True.
+
+    Returns:
+        A tensor of shape `(batch, T, output_dim)`, and the attention
+        probabilities of shape `(batch, heads, T, M + T)` when
+        `return_attention_scores=True`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_txl.layers import RelativePositionEmbedding
+    >>> x = np.random.rand(2, 4, 16).astype("float32")
+    >>> memory = np.random.rand(2, 6, 16).astype("float32")
+    >>> position = RelativePositionEmbedding(hidden_dim=16)(x, memory)
+    >>> attention = RelativeMultiHeadAttention(num_heads=2, head_dim=8)
+    >>> y = attention(x, position, memory=memory)
+    >>> tuple(y.shape)
+    (2, 4, 16)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        head_dim,
+        output_dim=None,
+        dropout=0.0,
+        same_length=False,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.head_dim = check_positive_int("head_dim", head_dim)
+        self.output_dim = (
+            None
+            if output_dim is None
+            else check_positive_int("output_dim", output_dim)
+        )
+        self.dropout = check_rate("dropout", dropout)
+        self.same_length = check_bool("same_length", same_length)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = False
+
+    def build(self, query_shape, position_embedding_shape=None, *args, **kw):
+        query_dim = query_shape[-1]
+        position_dim = (
+            query_dim
+            if position_embedding_shape is None
+            else position_embedding_shape[-1]
+        )
+        output_dim = self.output_dim or query_dim
+        heads, head_dim = self.num_heads, self.head_dim
+
+        def dense(name, equation, output_shape, input_dim):
+            layer = keras.layers.EinsumDense(
+                equation,
+                output_shape=output_shape,
+                kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            layer.build((None, None, input_dim))
+            return layer
+
+        self.query_dense = dense(
+            "query", "btd,dnh->btnh", (None, heads, head_dim), query_dim
+        )
+        self.key_dense = dense(
+            "key", "btd,dnh->btnh", (None, heads, head_dim), query_dim
+        )
+        self.value_dense = dense(
+            "value", "btd,dnh->btnh", (None, heads, head_dim), query_dim
+        )
+        self.position_dense = keras.layers.EinsumDense(
+            "kd,dnh->knh",
+            output_shape=(heads, head_dim),
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="position",
+        )
+        self.position_dense.build((None, position_dim))
+        self.output_dense = keras.layers.EinsumDense(
+            "btnh,nhd->btd",
+            output_shape=(None, output_dim),
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="attention_output",
+        )
+        self.output_dense.build((None, None, heads, head_dim))
+        # u and v of the paper (the authors' r_w_bias and r_r_bias).
+        self.content_bias = self.add_weight(
+            name="content_bias",
+            shape=(heads, head_dim),
+            initializer=self.bias_initializer,
+        )
+        self.position_bias = self.add_weight(
+            name="position_bias",
+            shape=(heads, head_dim),
+            initializer=self.bias_initializer,
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy
+        )
+        self.built = True
+
+    def _mask(
+        self,
+        query_length,
+        key_length,
+        memory_valid_length,
+        attention_mask,
+        use_causal_mask,
+    ):
+        """Boolean mask of shape (batch or 1, 1, T, K); True = attend."""
+        memory_length = key_length - query_length
+        i = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
+        j = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
+        allowed = ops.ones((query_length, key_length), dtype="bool")  # (T, K)
+        if use_causal_mask:
+            allowed = ops.logical_and(allowed, j <= i + memory_length)
+        if self.same_length:
+            # The query at key position M + i sees keys (i, M + i]: the M
+            # keys that end at itself (the authors' PyTorch mask).
+            allowed = ops.logical_and(allowed, j > i)
+        allowed = allowed[None, None, :, :]  # (1, 1, T, K)
+        if memory_valid_length is not None:
+            valid = ops.cast(memory_valid_length, "int32")[:, None]  # (b, 1)
+            first_valid = memory_length - valid  # (b, 1)
+            key_ok = j >= first_valid  # (b, K)
+            allowed = ops.logical_and(
+                allowed, key_ok[:, None, None, :]
+            )  # (b, 1, T, K)
+        if attention_mask is not None:
+            user = ops.cast(attention_mask, "bool")[:, None, :, :]  # (b,1,T,K)
+            allowed = ops.logical_and(allowed, user)
+        return allowed
+
+    def call(
+        self,
+        query,
+        position_embedding,
+        memory=None,
+        memory_valid_length=None,
+        attention_mask=None,
+        use_causal_mask=True,
+        return_attention_scores=False,
+        training=None,
+    ):
+        query = ops.cast(query, self.compute_dtype)
+        if memory is None:
+            context = query
+        else:
+            memory = ops.cast(memory, self.compute_dtype)
+            context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
+        query_length = ops.shape(query)[1]
+        key_length = ops.shape(context)[1]
+
+        q = self.query_dense(query)  # (batch, T, heads, head_dim)
+        k = self.key_dense(context)  # (batch, K, heads, head_dim)
+        v = self.value_dense(context)  # (batch, K, heads, head_dim)
+        r = self.position_dense(
+            ops.cast(position_embedding, self.compute_dtype)
+        )  # (K, heads, head_dim)
+
+        content_bias = ops.cast(self.content_bias, q.dtype)
+        position_bias = ops.cast(self.position_bias, q.dtype)
+        # Terms (a) + (c) of eq. 4, then (b) + (d).
+        content_scores = ops.einsum(
+            "bqnh,bknh->bnqk", q + content_bias, k
+        )  # (batch, heads, T, K)
+        position_scores = ops.einsum(
+            "bqnh,knh->bnqk", q + position_bias, r
+        )  # (batch, heads, T, K)
+        position_scores = relative_shift(position_scores)
+
+        scores = ops.cast(content_scores, "float32") + ops.cast(
+            position_scores, "float32"
+        )  # (batch, heads, T, K), float32
+        scores = scores * (1.0 / math.sqrt(self.head_dim))
+        allowed = self._mask(
+            query_length,
+            key_length,
+            memory_valid_length,
+            attention_mask,
+            use_causal_mask,
+        )  # (batch or 1, 1, T, K)
+        scores = ops.where(allowed, scores, _MASK_VALUE)
+        probs = ops.softmax(scores, axis=-1)  # (batch, heads, T, K), float32
+        probs = ops.cast(probs, self.compute_dtype)
+        dropped = self.dropout_layer(probs, training=training)
+
+        attended = ops.einsum(
+            "bnqk,bknh->bqnh", dropped, v
+        )  # (batch, T, heads, head_dim)
+        output = self.output_dense(attended)  # (batch, T, output_dim)
+        if return_attention_scores:
+            return output, probs
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "head_dim": self.head_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "same_length": self.same_length,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config

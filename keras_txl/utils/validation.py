@@ -1,0 +1,102 @@
+"""Argument checks shared by the layers and models.
+
+Every check raises `ValueError` (or `TypeError`) with a message that names the
+argument, the value received and what is allowed, so that a user can fix the
+call without reading the library's code.
+"""
+
+import numpy as np
+from keras import ops
+
+
+def check_positive_int(name, value, allow_zero=False):
+    """Checks that `value` is an `int` above zero (or at least zero)."""
+    lowest = 0 if allow_zero else 1
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or value < lowest
+    ):
+        raise ValueError(
+            f"`{name}` must be an integer >= {lowest}. "
+            f"Received: {name}={value!r}"
+        )
+    return int(value)
+
+
+def check_optional_positive_int(name, value, allow_zero=False):
+    """Like `check_positive_int`, but `None` passes through."""
+    if value is None:
+        return None
+    return check_positive_int(name, value, allow_zero=allow_zero)
+
+
+def check_rate(name, value):
+    """Checks a dropout rate: a float in [0, 1)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.floating))
+        or not 0.0 <= float(value) < 1.0
+    ):
+        raise ValueError(
+            f"`{name}` must be a float in [0, 1). Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def check_bool(name, value):
+    """Checks a boolean flag (numpy booleans pass)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(
+            f"`{name}` must be True or False. Received: {name}={value!r}"
+        )
+    return bool(value)
+
+
+def is_concrete(x):
+    """True when `x` holds values now (numpy, a Python list or an eager
+    tensor), False for symbolic or traced tensors (Keras functional build,
+    `jax.jit`, `tf.function`, torch's meta device)."""
+    if isinstance(x, (np.ndarray, list, tuple, int, np.integer)):
+        return True
+    if not ops.is_tensor(x):
+        return False
+    name = type(x).__name__
+    if "Tracer" in name or "KerasTensor" in name or "Symbolic" in name:
+        return False
+    return str(getattr(x, "device", "")) != "meta"
+
+
+def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
+    """Checks dtype, rank and range of concrete token ids.
+
+    JAX clamps out-of-range gathers silently and TensorFlow on GPU returns
+    zeros, so the range is checked here, on the host, for every input that
+    holds values. Symbolic and traced inputs only get the dtype and rank
+    checks (the data pipelines in `keras_txl.data` check the range of what
+    they feed to `fit`).
+    """
+    shape = tuple(getattr(token_ids, "shape", np.shape(token_ids)))
+    dtype = str(getattr(token_ids, "dtype", np.asarray(token_ids).dtype))
+    if "int" not in dtype:
+        raise TypeError(
+            f"`{name}` must hold integer token ids. Received dtype {dtype}. "
+            f"Tokenize the text first (for example with "
+            f"`keras_hub.tokenizers.ByteTokenizer`) and pass int32 ids."
+        )
+    if len(shape) != 2:
+        raise ValueError(
+            f"`{name}` must have rank 2, shape (batch, sequence_length). "
+            f"Received shape {shape}."
+        )
+    if is_concrete(token_ids):
+        values = np.asarray(ops.convert_to_numpy(token_ids))
+        if values.size:
+            low, high = int(values.min()), int(values.max())
+            if low < 0 or high >= vocabulary_size:
+                raise ValueError(
+                    f"`{name}` must lie in [0, vocabulary_size="
+                    f"{vocabulary_size}). Received values in [{low}, {high}]."
+                    f" Use the tokenizer the model was trained with, or a "
+                    f"model with a larger `vocabulary_size`."
+                )
