@@ -116,9 +116,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         memory_length = check_positive_int(
             "memory_length", memory_length, allow_zero=True
         )
-        clamp_length = check_optional_positive_int(
-            "clamp_length", clamp_length
-        )
+        clamp_length = check_optional_positive_int("clamp_length", clamp_length)
         same_length = check_bool("same_length", same_length)
         pre_norm = check_bool("pre_norm", pre_norm)
         dropout = check_rate("dropout", dropout)
@@ -134,9 +132,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "`initializer_range` must be > 0. Received: "
                 f"initializer_range={initializer_range!r}"
             )
-        initializer = keras.initializers.RandomNormal(
-            stddev=initializer_range
-        )
+        initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
         self.token_embedding = keras.layers.Embedding(
@@ -353,5 +349,3 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             }
         )
         return config
-
-
