@@ -129,6 +129,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             self.memory_state.build(input_shape[0])
         self.built = True
 
+    def get_build_config(self):
+        # The weights depend on no input shape, and the carried memory is
+        # built by the first batch: a loaded model rebuilds without a
+        # shape, so that it takes any batch size (also for the models of
+        # `with_memory_length`, built by sharing weights).
+        return {"input_shape": None} if self.built else None
+
     def build_memory(self, batch_size):
         """Creates the memory carried between batches for `batch_size`
         streams. Needed only when the first batch has no static batch size
