@@ -163,3 +163,8 @@ def test_mixed_bfloat16_logits_are_float32_and_finite():
 def test_backbone_must_be_a_transformer_xl_backbone():
     with pytest.raises(ValueError, match="TransformerXLBackbone"):
         TransformerXLCausalLM(keras.Sequential([]))
+
+
+def test_eager_call_checks_the_token_range():
+    with pytest.raises(ValueError, match="vocabulary_size=20"):
+        _lm()(np.array([[1, 25]], "int32"))
