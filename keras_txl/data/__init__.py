@@ -19,6 +19,7 @@ The pipelines use `tf.data` and the keras-hub tokenizers (TensorFlow must
 be installed); the datasets feed `fit` on every Keras backend.
 """
 
+from keras_txl.data.character_tokenizer import CharacterTokenizer
 from keras_txl.data.corpora import TextSplits
 from keras_txl.data.corpora import builtin_corpus
 from keras_txl.data.corpora import load_enwik8
@@ -27,14 +28,21 @@ from keras_txl.data.corpora import load_text8
 from keras_txl.data.corpora import load_wikitext103
 from keras_txl.data.corpora import split_text
 from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.tokenization import decode
+from keras_txl.data.tokenization import encode
+from keras_txl.data.tokenization import make_tokenizer
 
 __all__ = [
+    "CharacterTokenizer",
     "CorpusError",
     "TextSplits",
     "builtin_corpus",
+    "decode",
+    "encode",
     "load_enwik8",
     "load_text",
     "load_text8",
     "load_wikitext103",
+    "make_tokenizer",
     "split_text",
 ]
