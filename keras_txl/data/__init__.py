@@ -28,6 +28,11 @@ from keras_txl.data.corpora import load_text8
 from keras_txl.data.corpora import load_wikitext103
 from keras_txl.data.corpora import split_text
 from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.segments import SegmentInfo
+from keras_txl.data.segments import num_batches
+from keras_txl.data.segments import segment_dataset
+from keras_txl.data.segments import segment_info
+from keras_txl.data.segments import shard_streams
 from keras_txl.data.tokenization import decode
 from keras_txl.data.tokenization import encode
 from keras_txl.data.tokenization import make_tokenizer
@@ -35,6 +40,7 @@ from keras_txl.data.tokenization import make_tokenizer
 __all__ = [
     "CharacterTokenizer",
     "CorpusError",
+    "SegmentInfo",
     "TextSplits",
     "builtin_corpus",
     "decode",
@@ -44,5 +50,9 @@ __all__ = [
     "load_text8",
     "load_wikitext103",
     "make_tokenizer",
+    "num_batches",
+    "segment_dataset",
+    "segment_info",
+    "shard_streams",
     "split_text",
 ]
