@@ -24,6 +24,13 @@ def _first_leaf(structure):
     return structure
 
 
+def _static_batch_size(dataset):
+    shape = _first_leaf(dataset.element_spec).shape
+    if shape.rank and shape[0] is not None:
+        return int(shape[0])
+    return None
+
+
 def guard_batch_size(dataset, batch_size):
     """Makes every batch of a `tf.data.Dataset` have `batch_size` rows,
     statically, and fails with a clear message at the first one that does
@@ -73,9 +80,9 @@ def guard_batch_size(dataset, batch_size):
 def _infer_batch_size(x, batch_size):
     """The batch size of `x`, or `None` if it cannot be known up front."""
     if _is_tf_dataset(x):
-        spec = _first_leaf(x.element_spec)
-        if spec.shape.rank and spec.shape[0] is not None:
-            return int(spec.shape[0])
+        static = _static_batch_size(x)
+        if static is not None:
+            return static
         for element in x.take(1):
             return int(_first_leaf(element).shape[0])
         return None
@@ -123,9 +130,13 @@ def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
             model.build_memory(size)
         else:
             state._check_batch(size)  # Raises on another batch size.
-    if _is_tf_dataset(x) and keras.backend.backend() == "tensorflow":
-        if state.has_state:
-            x = guard_batch_size(x, state.batch_size)
+    if (
+        _is_tf_dataset(x)
+        and keras.backend.backend() == "tensorflow"
+        and state.has_state
+        and _static_batch_size(x) is None
+    ):
+        x = guard_batch_size(x, state.batch_size)
     if isinstance(callbacks, keras.callbacks.CallbackList):
         return x, callbacks
     callbacks = list(callbacks or [])
