@@ -347,11 +347,13 @@ class AdaptiveSoftmax(keras.layers.Layer):
     def _logits(self, hidden, i):
         """Float32 logits `(..., size_i)` of cluster `i` (the head for 0)."""
         kernel, bias, projection = self._cluster_weights(i)
+        # `matmul`, not an einsum with `...`: TensorFlow's einsum gradient
+        # then materializes a (..., size_i, dim_i) tensor.
         if projection is not None:
             projection = ops.cast(projection, self.compute_dtype)
-            hidden = ops.einsum("...p,dp->...d", hidden, projection)
-        logits = ops.einsum(
-            "...d,vd->...v", hidden, ops.cast(kernel, self.compute_dtype)
+            hidden = ops.matmul(hidden, ops.transpose(projection))  # (.., d_i)
+        logits = ops.matmul(
+            hidden, ops.transpose(ops.cast(kernel, self.compute_dtype))
         )  # (..., size_i)
         return ops.cast(logits, "float32") + ops.cast(bias, "float32")
 
