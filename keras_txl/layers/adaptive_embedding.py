@@ -57,6 +57,19 @@ def cluster_bounds(cutoffs, vocabulary_size):
     return tuple(zip(ends[:-1], ends[1:]))
 
 
+def cluster_layout(vocabulary_size, embedding_dim, cutoffs, div_val):
+    """The authors' adaptive layout: `(tables, dims)`, the shapes
+    `(rows, width)` of the tables (one `(vocabulary_size, embedding_dim)`
+    with `div_val == 1`, else one per cluster) and the width
+    `embedding_dim // div_val**i` of each cluster."""
+    dims = [embedding_dim // div_val**i for i in range(len(cutoffs) + 1)]
+    if div_val == 1:
+        return [(vocabulary_size, embedding_dim)], dims
+    bounds = cluster_bounds(cutoffs, vocabulary_size)
+    tables = [(end - start, dim) for (start, end), dim in zip(bounds, dims)]
+    return tables, dims
+
+
 @keras.saving.register_keras_serializable(package="keras_txl")
 class AdaptiveEmbedding(keras.layers.Layer):
     """Adaptive input embeddings (Baevski & Auli, 2019), as Transformer-XL.
@@ -99,7 +112,9 @@ class AdaptiveEmbedding(keras.layers.Layer):
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
-        inputs: int tensor of token ids, any shape `(...)`.
+        inputs: int tensor of token ids in `[0, vocabulary_size)`, any
+            shape `(...)` (not checked, as `keras.layers.Embedding`: JAX
+            clamps out-of-range ids).
 
     Returns:
         A tensor of shape `(..., output_dim)` in the layer's compute dtype.
@@ -150,26 +165,11 @@ class AdaptiveEmbedding(keras.layers.Layer):
         """`((start, end), ...)`: the token ids of each cluster."""
         return cluster_bounds(self.cutoffs, self.vocabulary_size)
 
-    @property
-    def cluster_dims(self):
-        """Width of the table of each cluster."""
-        return tuple(
-            self.embedding_dim // self.div_val**i
-            for i in range(len(self.cutoffs) + 1)
-        )
-
     def build(self, inputs_shape=None):
-        if self.div_val == 1:
-            tables = [(self.vocabulary_size, self.embedding_dim)]
-            project = self.embedding_dim != self.output_dim
-        else:
-            tables = [
-                (end - start, dim)
-                for (start, end), dim in zip(
-                    self.cluster_bounds, self.cluster_dims
-                )
-            ]
-            project = True
+        tables, _ = cluster_layout(
+            self.vocabulary_size, self.embedding_dim, self.cutoffs, self.div_val
+        )
+        project = self.div_val != 1 or self.embedding_dim != self.output_dim
         self.embeddings = [
             self.add_weight(
                 name=f"embeddings_{i}",

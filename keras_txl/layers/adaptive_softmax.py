@@ -6,6 +6,7 @@ from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.adaptive_embedding import check_div_val
 from keras_txl.layers.adaptive_embedding import cluster_bounds
+from keras_txl.layers.adaptive_embedding import cluster_layout
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -235,10 +236,6 @@ class AdaptiveSoftmax(keras.layers.Layer):
         """`((start, end), ...)`: the token ids of each cluster."""
         return cluster_bounds(self.cutoffs, self.vocabulary_size)
 
-    @property
-    def num_tail_clusters(self):
-        return len(self.cutoffs)
-
     def build(self, inputs_shape, targets_shape=None):
         input_dim = inputs_shape[-1]
         if self.embedding_dim is None:
@@ -255,19 +252,10 @@ class AdaptiveSoftmax(keras.layers.Layer):
                     f"{embedding.output_dim}). Received inputs of shape "
                     f"{tuple(inputs_shape)}."
                 )
-        dims = [
-            self.embedding_dim // self.div_val**i
-            for i in range(len(self.cutoffs) + 1)
-        ]
-        if self.div_val == 1:
-            tables = [(self.vocabulary_size, self.embedding_dim)]
-            project = self.embedding_dim != input_dim
-        else:
-            tables = [
-                (end - start, dim)
-                for (start, end), dim in zip(self.cluster_bounds, dims)
-            ]
-            project = True
+        tables, dims = cluster_layout(
+            self.vocabulary_size, self.embedding_dim, self.cutoffs, self.div_val
+        )
+        project = self.div_val != 1 or self.embedding_dim != input_dim
 
         # Own variables only; the tied ones stay the embedding's (see
         # `_kernel` and `_projection`). Kernels `(size, dim)`: the layout of
