@@ -24,8 +24,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
 
     A functional Keras model that holds no state. It embeds `token_ids`
     (scaled by `sqrt(hidden_dim)`, as the authors' code; with an
-    `AdaptiveEmbedding` when `cutoffs` are given or `embedding_dim` differs
-    from `hidden_dim`, else a `keras.layers.Embedding`), runs `num_layers`
+    `AdaptiveEmbedding` when `cutoffs`, `div_val > 1` or an `embedding_dim`
+    other than `hidden_dim` is given, else a `keras.layers.Embedding`),
+    runs `num_layers`
     `TransformerXLBlock`s with relative positions, each attending to its
     memory, and returns the final hidden states and the new memory.
 
