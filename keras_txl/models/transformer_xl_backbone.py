@@ -26,9 +26,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     (scaled by `sqrt(hidden_dim)`, as the authors' code; with an
     `AdaptiveEmbedding` when `cutoffs`, `div_val > 1` or an `embedding_dim`
     other than `hidden_dim` is given, else a `keras.layers.Embedding`),
-    runs `num_layers`
-    `TransformerXLBlock`s with relative positions, each attending to its
-    memory, and returns the final hidden states and the new memory.
+    runs `num_layers` `TransformerXLBlock`s with relative positions, each
+    attending to its memory, and returns the final hidden states and the
+    new memory.
 
     Inputs, a dict:
         - `"token_ids"`: int tensor `(batch, T)`.
