@@ -1,5 +1,7 @@
 """Layers of Transformer-XL, each usable in any Keras model."""
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.layers.relative_multi_head_attention import (
@@ -12,6 +14,8 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [
+    "AdaptiveEmbedding",
+    "AdaptiveSoftmax",
     "MemoryCache",
     "MemoryState",
     "RelativeMultiHeadAttention",

@@ -4,6 +4,8 @@ import keras
 import keras_hub
 from keras import ops
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
@@ -21,9 +23,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     """Transformer-XL decoder (Dai et al., 2019) with an explicit memory.
 
     A functional Keras model that holds no state. It embeds `token_ids`
-    (scaled by `sqrt(hidden_dim)`, as the authors' code), runs `num_layers`
-    `TransformerXLBlock`s with relative positions, each attending to its
-    memory, and returns the final hidden states and the new memory.
+    (scaled by `sqrt(hidden_dim)`, as the authors' code; with an
+    `AdaptiveEmbedding` when `cutoffs`, `div_val > 1` or an `embedding_dim`
+    other than `hidden_dim` is given, else a `keras.layers.Embedding`),
+    runs `num_layers` `TransformerXLBlock`s with relative positions, each
+    attending to its memory, and returns the final hidden states and the
+    new memory.
 
     Inputs, a dict:
         - `"token_ids"`: int tensor `(batch, T)`.
@@ -66,6 +71,14 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         layer_norm_epsilon: float. Epsilon of the layer normalizations.
         initializer_range: float. Standard deviation of the normal
             initializer of every weight (the authors' `init_std`, 0.02).
+        cutoffs: list of int or `None`. Adaptive input (the authors'
+            `cutoffs`): first token id of each tail cluster of
+            `AdaptiveEmbedding`. Token ids must be sorted by frequency.
+        div_val: int >= 1. Cluster `i` of the adaptive input has width
+            `embedding_dim // div_val**i` (the authors' `div_val`).
+        embedding_dim: int or `None`. Width of the token embedding
+            (`d_embed`), projected to `hidden_dim`; `None` means
+            `hidden_dim`.
         dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`). The
             memory stays float32.
         **kwargs: other keyword arguments passed to `keras.Model`.
@@ -102,6 +115,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         attention_dropout=0.0,
         layer_norm_epsilon=1e-5,
         initializer_range=0.02,
+        cutoffs=None,
+        div_val=1,
+        embedding_dim=None,
         dtype=None,
         **kwargs,
     ):
@@ -132,16 +148,34 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "`initializer_range` must be > 0. Received: "
                 f"initializer_range={initializer_range!r}"
             )
+        cutoffs = check_cutoffs(cutoffs, vocabulary_size)
+        div_val = check_positive_int("div_val", div_val)
+        if embedding_dim is None:
+            embedding_dim = hidden_dim
+        embedding_dim = check_positive_int("embedding_dim", embedding_dim)
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
-        self.token_embedding = keras.layers.Embedding(
-            vocabulary_size,
-            hidden_dim,
-            embeddings_initializer=initializer,
-            dtype=dtype,
-            name="token_embedding",
-        )
+        if cutoffs or div_val != 1 or embedding_dim != hidden_dim:
+            self.token_embedding = AdaptiveEmbedding(
+                vocabulary_size,
+                embedding_dim,
+                hidden_dim,
+                cutoffs=cutoffs,
+                div_val=div_val,
+                embeddings_initializer=initializer,
+                projection_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
+        else:
+            self.token_embedding = keras.layers.Embedding(
+                vocabulary_size,
+                hidden_dim,
+                embeddings_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
         self.position_embedding = RelativePositionEmbedding(
             hidden_dim,
             clamp_length=clamp_length,
@@ -236,6 +270,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.cutoffs = cutoffs
+        self.div_val = div_val
+        self.embedding_dim = embedding_dim
 
     def initial_memory(self, batch_size, memory_length=None):
         """An empty memory: `memory_length` zero slots, none of them valid.
@@ -350,6 +387,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "attention_dropout": self.attention_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_range": self.initializer_range,
+                "cutoffs": list(self.cutoffs),
+                "div_val": self.div_val,
+                "embedding_dim": self.embedding_dim,
             }
         )
         return config

@@ -2,6 +2,8 @@ import keras
 import keras_hub
 from keras import ops
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_bool
@@ -31,13 +33,39 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     `ops.log_softmax(logits)` are the model's log-probabilities; logits are
     float32 under any dtype policy.
 
+    With an adaptive backbone (`cutoffs`, `div_val` or `embedding_dim`
+    set, so its `token_embedding` is an `AdaptiveEmbedding`), the output
+    layer is an `AdaptiveSoftmax` (`lm.adaptive_softmax`) and the "logits"
+    are its log-probabilities (`log_softmax` leaves them unchanged, so
+    samplers and the loss read them as logits). `fit` and `evaluate` then
+    train on the per-cluster negative log-likelihood of the targets, from
+    the hidden states, without the gradient of a `(batch, T, vocab)`
+    tensor, as long as the loss is the default (a
+    `SparseCategoricalCrossentropy(from_logits=True)` without
+    `ignore_class`); another loss gets the log-probabilities. Metrics
+    still read the full log-probabilities: compile with
+    `weighted_metrics=[]` to skip them (the compiled JAX step then does
+    not compute them).
+
     Args:
         backbone: a `TransformerXLBackbone`.
-        tie_weights: bool. Share the output kernel with the token embedding.
+        tie_weights: bool. Share the output kernel with the token embedding
+            (with an adaptive backbone: every cluster's kernel with its
+            embedding table, the authors' `tie_weight`).
         memory_length: int >= 0 or `None`. Length of the memory carried
             between batches; `None` uses `backbone.memory_length`. Evaluate
             with a longer memory by building a second model on the same
             backbone (see `with_memory_length`).
+        tie_projections: adaptive backbones only: bool, or one bool per
+            cluster (`len(cutoffs) + 1`): share the output projection of
+            each cluster with the embedding's (the authors' `tie_projs`).
+            `None` (default) ties all but cluster 0, as the authors'
+            training script does.
+        tail_capacity: adaptive backbones only: `None` or a float in
+            (0, 1], the `AdaptiveSoftmax` argument: the share of a batch's
+            tokens that each tail cluster scores in training (exact in any
+            case: a batch with more tokens in a cluster scores every
+            token). `None` scores every token.
         preprocessor: optional `keras_hub` preprocessor, kept for
             `generate()` on strings.
         **kwargs: other keyword arguments passed to `keras.Model`.
@@ -63,6 +91,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         backbone,
         tie_weights=True,
         memory_length=None,
+        tie_projections=None,
+        tail_capacity=None,
         preprocessor=None,
         **kwargs,
     ):
@@ -82,6 +112,35 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         self.memory_length = check_optional_positive_int(
             "memory_length", memory_length, allow_zero=True
         )
+        self.tie_projections = tie_projections
+        self.adaptive_softmax = None
+        if isinstance(backbone.token_embedding, AdaptiveEmbedding):
+            if tie_projections is None:
+                tie_projections = [False] + [True] * len(backbone.cutoffs)
+            self.adaptive_softmax = AdaptiveSoftmax(
+                vocabulary_size=backbone.vocabulary_size,
+                cutoffs=backbone.cutoffs,
+                div_val=backbone.div_val,
+                embedding=backbone.token_embedding,
+                tie_weights=self.tie_weights,
+                tie_projections=tie_projections,
+                tail_capacity=tail_capacity,
+                kernel_initializer=keras.initializers.RandomNormal(
+                    stddev=backbone.initializer_range
+                ),
+                dtype=backbone.dtype_policy,
+                name="adaptive_softmax",
+            )
+            # Stores the normalized value, one bool per cluster.
+            self.tie_projections = self.adaptive_softmax.tie_projections
+        elif tie_projections is not None or tail_capacity is not None:
+            raise ValueError(
+                "`tie_projections` and `tail_capacity` apply to adaptive "
+                "backbones only (built with `cutoffs`, `div_val` or "
+                f"`embedding_dim`). Received: tie_projections="
+                f"{tie_projections!r}, tail_capacity={tail_capacity!r}"
+            )
+        self.tail_capacity = tail_capacity
         self.memory_state = MemoryState(
             num_layers=backbone.num_layers,
             memory_length=self._state_memory_length,
@@ -101,7 +160,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             return
         hidden_dim = self.backbone.hidden_dim
         vocabulary_size = self.backbone.vocabulary_size
-        if not self.tie_weights:
+        if self.adaptive_softmax is not None:
+            self.adaptive_softmax.build((None, None, hidden_dim))
+        elif not self.tie_weights:
             self.output_kernel = self.add_weight(
                 name="output_kernel",
                 shape=(hidden_dim, vocabulary_size),
@@ -109,9 +170,12 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                     stddev=self.backbone.initializer_range
                 ),
             )
-        self.output_bias = self.add_weight(
-            name="output_bias", shape=(vocabulary_size,), initializer="zeros"
-        )
+        if self.adaptive_softmax is None:
+            self.output_bias = self.add_weight(
+                name="output_bias",
+                shape=(vocabulary_size,),
+                initializer="zeros",
+            )
         if isinstance(input_shape, dict):
             input_shape = input_shape.get("token_ids")
         if input_shape is not None and len(input_shape) == 2:
@@ -125,7 +189,18 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         self.memory_state.build(batch_size)
 
     def compute_logits(self, hidden_states):
-        """Float32 logits `(batch, T, vocabulary_size)` of hidden states."""
+        """Float32 logits `(batch, T, vocabulary_size)` of hidden states
+        (log-probabilities with an adaptive softmax)."""
+        if self.adaptive_softmax is not None:
+            log_probs = self.adaptive_softmax(hidden_states)
+            # Kept for `compute_loss` in the same train/test step, which
+            # trains on the per-cluster NLL of these hidden states. A plain
+            # attribute, like the `add_loss` losses that Keras keeps on the
+            # layers between `call` and `compute_loss`.
+            object.__setattr__(
+                self, "_adaptive_outputs", (log_probs, hidden_states)
+            )
+            return log_probs
         if self.tie_weights:
             kernel = self.backbone.token_embedding.embeddings  # (V, hidden)
             equation = "btd,vd->btv"
@@ -170,6 +245,34 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         )
         return self.compute_logits(outputs["sequence_output"])
 
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        """The compiled loss; with an adaptive softmax and the default loss,
+        the per-cluster NLL of the hidden states that gave `y_pred`."""
+        kept = self.__dict__.pop("_adaptive_outputs", None)
+        loss = self.loss
+        if (
+            kept is None
+            or kept[0] is not y_pred
+            or y is None
+            or not isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+            or not loss.from_logits
+            or loss.ignore_class is not None
+        ):
+            return super().compute_loss(
+                x, y, y_pred, sample_weight, training=training
+            )
+        nll = self.adaptive_softmax(kept[1], y)  # (batch, T)
+        # The reduction (sample weights, masks, distribution) of the
+        # compiled loss, applied to the NLL.
+        total = _PerTokenLoss(reduction=loss.reduction, name="nll")(
+            y, nll, sample_weight
+        )
+        for extra in self.losses:
+            total = total + self._aggregate_additional_loss(extra)
+        return total
+
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment with an explicit memory.
 
@@ -181,8 +284,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             training: bool. Dropout is active only when True.
 
         Returns:
-            `(logits, new_memory)`: float32 logits `(batch, T, vocab)` and
-            the memory for the next segment.
+            `(logits, new_memory)`: float32 logits `(batch, T, vocab)`
+            (log-probabilities with an adaptive softmax) and the memory for
+            the next segment.
         """
         check_token_ids(token_ids, self.backbone.vocabulary_size)
         batch_size = token_ids.shape[0]
@@ -212,6 +316,15 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             {
                 "tie_weights": self.tie_weights,
                 "memory_length": self.memory_length,
+                "tie_projections": self.tie_projections,
+                "tail_capacity": self.tail_capacity,
             }
         )
         return config
+
+
+class _PerTokenLoss(keras.losses.Loss):
+    """Reduces per-token losses given as `y_pred` like a compiled loss."""
+
+    def call(self, y_true, y_pred):
+        return y_pred
