@@ -28,11 +28,13 @@ STRATEGY_BACKENDS = {
 }
 STRATEGY_NAMES = tuple(STRATEGY_BACKENDS)
 
-# Environment variables of `keras.distribution.initialize()` that say that
-# this process is one of several (JAX, several hosts).
+# Environment variables that say that this process is one of several (JAX,
+# several hosts): those of `keras.distribution.initialize()`, and ours for
+# hosts that find each other alone (TPU pod slices).
 _MULTI_HOST_ENV = (
     "KERAS_DISTRIBUTION_JOB_ADDRESSES",
     "KERAS_DISTRIBUTION_NUM_PROCESSES",
+    "KERAS_TXL_MULTI_HOST",
 )
 
 
@@ -82,9 +84,10 @@ def configure_devices(strategy, num_devices=None, multi_host=None):
         multi_host: bool or `None`. JAX only: call
             `keras.distribution.initialize()` (i.e.
             `jax.distributed.initialize`) to join the other processes.
-            `None` does so when `KERAS_DISTRIBUTION_JOB_ADDRESSES` or
-            `KERAS_DISTRIBUTION_NUM_PROCESSES` is set. On a TPU pod slice
-            pass `True`: JAX finds the other hosts itself.
+            `None` does so when `KERAS_DISTRIBUTION_JOB_ADDRESSES`,
+            `KERAS_DISTRIBUTION_NUM_PROCESSES` or `KERAS_TXL_MULTI_HOST`
+            is set. On a TPU pod slice pass `True` (or set
+            `KERAS_TXL_MULTI_HOST=1`): JAX finds the other hosts itself.
 
     Returns:
         The number of devices the strategy will use on this host (`None`
@@ -137,7 +140,7 @@ def _configure_tensorflow(name, num_devices):
     import tensorflow as tf
 
     if name == "tpu":
-        return None
+        return num_devices  # checked against the cores once connected
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         if num_devices is not None and len(gpus) < num_devices:
@@ -194,8 +197,10 @@ def make_strategy(name, num_devices=None, tpu=None):
     Args:
         name: str, one of `STRATEGY_NAMES`.
         num_devices: int or `None` (all devices). Devices per host.
-        tpu: str or `None`. TPU name or address for `TPUClusterResolver`
-            (`None`: the TPU of this TPU VM, or `$TPU_NAME`).
+        tpu: str or `None`, for `"tpu"`: `"local"` on a TPU VM (the TPU
+            attached to this host), a TPU name or `grpc://` address for a
+            TPU reached over the network; `None` lets
+            `TPUClusterResolver` find it (`$TPU_NAME`, Cloud metadata).
 
     Returns:
         A `ReplicaStrategy`.
@@ -250,6 +255,12 @@ def _tensorflow_strategy(name, count, tpu):
         _reduce_leaf_by_leaf(strategy)
     else:
         strategy = _tpu_strategy(tpu)
+        cores = strategy.num_replicas_in_sync
+        if count is not None and count != cores:
+            raise ValueError(
+                f"num_devices={count}, but the TPU has {cores} cores; "
+                "TPUStrategy uses them all. Pass num_devices=None."
+            )
     return ReplicaStrategy(name, strategy, strategy.num_replicas_in_sync)
 
 

@@ -90,6 +90,18 @@ def test_batch_without_static_size_fails_before_training(two_device_report):
     assert message is not None and "drop_remainder=True" in message
 
 
+def test_tpu_strategy_without_a_tpu_says_so(two_device_report):
+    """TensorFlow: `TPUClusterResolver("local")` finds no TPU here. JAX:
+    the TPU strategy is TensorFlow's; JAX reaches TPUs through
+    `jax-data-parallel` (checked in `test_strategies.py`)."""
+    message = two_device_report.get("tpu_error")
+    if two_device_report["backend"] == "tensorflow":
+        assert message is not None and "found no TPU" in message
+        assert "tpu='local'" in message
+    else:
+        assert message is None
+
+
 @pytest.mark.slow
 def test_two_processes_follow_the_single_device_run(
     two_device_report, two_process_reports

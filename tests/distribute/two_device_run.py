@@ -169,10 +169,10 @@ def model_parallel():
     return report
 
 
-def error_of(function):
+def error_of(function, kind=ValueError):
     try:
         function()
-    except ValueError as error:
+    except kind as error:
         return str(error)
     return None
 
@@ -209,6 +209,12 @@ def two_devices():
     report["unbatched_error"] = error_of(
         lambda: multi.distribute_dataset(dataset().unbatch().batch(4))
     )
+    if BACKEND == "tensorflow":
+        # Last: connecting to a cluster resets TensorFlow's context.
+        report["tpu_error"] = error_of(
+            lambda: distribute.make_strategy("tpu", tpu="local"),
+            RuntimeError,
+        )
     return report
 
 
