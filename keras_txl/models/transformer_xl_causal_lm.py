@@ -6,6 +6,9 @@ from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.training.bits_per_character import BitsPerCharacter
+from keras_txl.training.memory_carry import prepare_memory_carry
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
@@ -26,7 +29,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
       `MemoryState` and attends to it, so consecutive batches of an
       ordered-segment dataset (row `b` of batch `i + 1` continues row `b`
       of batch `i`) see the text before them. The batch size is then fixed
-      by the first batch. `reset_memory()` forgets the context.
+      by the first batch. `reset_memory()` forgets the context; `fit`,
+      `evaluate` and `predict` add a `keras_txl.training.MemoryReset`
+      callback (unless given one) that does so at each epoch start and
+      before each evaluation and prediction.
+
+    `compile()` defaults to the paper's training: the mean negative
+    log-likelihood per token (nats) as the loss, Adam with global gradient
+    norm clipping at 0.25, and bits per character, perplexity and the last
+    batch's loss as metrics (`keras_txl.training.transformer_xl_optimizer`
+    adds the warmup and cosine schedule).
 
     The output layer is tied to the token embedding, with a bias, as in the
     authors' code (`tie_weights=True`), or has its own kernel.
@@ -54,8 +66,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             embedding table, the authors' `tie_weight`).
         memory_length: int >= 0 or `None`. Length of the memory carried
             between batches; `None` uses `backbone.memory_length`. Evaluate
-            with a longer memory by building a second model on the same
-            backbone (see `with_memory_length`).
+            with a longer memory with `with_memory_length(M)`: a second
+            model on the same weights.
         tie_projections: adaptive backbones only: bool, or one bool per
             cluster (`len(cutoffs) + 1`): share the output projection of
             each cluster with the embedding's (the authors' `tie_projs`).
@@ -181,6 +193,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         if input_shape is not None and len(input_shape) == 2:
             self.memory_state.build(input_shape[0])
         self.built = True
+
+    def get_build_config(self):
+        # The weights depend on no input shape, and the carried memory is
+        # built by the first batch: a loaded model rebuilds without a
+        # shape, so that it takes any batch size (also for the models of
+        # `with_memory_length`, built by sharing weights).
+        return {"input_shape": None} if self.built else None
 
     def build_memory(self, batch_size):
         """Creates the memory carried between batches for `batch_size`
@@ -309,6 +328,144 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     def reset_memory(self):
         """Forgets the memory carried between batches."""
         self.memory_state.reset()
+
+    def with_memory_length(self, memory_length):
+        """A model on the same weights that carries a memory of another
+        length, e.g. to evaluate with a longer memory than in training (the
+        paper's setting) or with none (`memory_length=0`).
+
+        The returned model shares the backbone and the output layer (a
+        change of the weights of one shows in the other) but has its own
+        memory, empty, whose batch size is set by its first batch. It is
+        compiled with the default loss and metrics if this model is
+        compiled.
+
+        Args:
+            memory_length: int >= 0. Length of the carried memory.
+
+        Returns:
+            A `TransformerXLCausalLM`.
+        """
+        memory_length = check_optional_positive_int(
+            "memory_length", memory_length, allow_zero=True
+        )
+        if memory_length is None:
+            raise ValueError(
+                "`memory_length` must be an integer >= 0. Received: None"
+            )
+        if not self.built:
+            self.build()
+        other = TransformerXLCausalLM(
+            self.backbone,
+            tie_weights=self.tie_weights,
+            memory_length=memory_length,
+            preprocessor=self.preprocessor,
+            name=f"{self.name}_memory_{memory_length}",
+        )
+        # Share the output layer: the same variables, not copies.
+        if self.adaptive_softmax is not None:
+            other.adaptive_softmax = self.adaptive_softmax
+        else:
+            other.output_bias = self.output_bias
+            if not self.tie_weights:
+                other.output_kernel = self.output_kernel
+        other.built = True
+        if self.compiled:
+            other.compile()
+        return other
+
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        *,
+        weighted_metrics="auto",
+        sampler="top_k",
+        **kwargs,
+    ):
+        """Configures the model for training, with the paper's defaults.
+
+        Args:
+            optimizer: `"auto"` (Adam, learning rate 2.5e-4, global
+                gradient-norm clipping 0.25, as the paper on enwik8) or a
+                Keras optimizer.
+            loss: `"auto"` (`SparseCategoricalCrossentropy(from_logits=
+                True)`: the mean negative log-likelihood per token, in
+                nats) or a Keras loss.
+            weighted_metrics: `"auto"` (`BitsPerCharacter`,
+                `keras_hub.metrics.Perplexity` and `BatchCrossEntropy`, all
+                weighted by tokens) or a list of metrics.
+            sampler: passed to `keras_hub.models.CausalLM.compile`.
+            **kwargs: passed to `keras.Model.compile`.
+        """
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(2.5e-4, global_clipnorm=0.25)
+        if loss == "auto":
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        if weighted_metrics == "auto":
+            weighted_metrics = [
+                BitsPerCharacter(),
+                keras_hub.metrics.Perplexity(from_logits=True),
+                BatchCrossEntropy(),
+            ]
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            weighted_metrics=weighted_metrics,
+            sampler=sampler,
+            **kwargs,
+        )
+
+    def _prepare_memory_carry(self, args, kwargs):
+        # Arguments are passed on as they came: the positional order of
+        # `keras_hub` tasks differs from `keras.Model`'s after `batch_size`.
+
+        callbacks = kwargs.get("callbacks")
+        if isinstance(callbacks, keras.callbacks.CallbackList):
+            return args, kwargs  # The evaluation inside `fit`: ready.
+        args = list(args)
+        x = args[0] if args else kwargs.get("x")
+        batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
+        x, kwargs["callbacks"] = prepare_memory_carry(
+            self, x, batch_size, callbacks
+        )
+        if args:
+            args[0] = x
+        else:
+            kwargs["x"] = x
+        validation_data = kwargs.get("validation_data")
+        if validation_data is not None and not isinstance(
+            validation_data, (tuple, list)
+        ):
+            kwargs["validation_data"], _ = prepare_memory_carry(
+                self, validation_data
+            )
+        return args, kwargs
+
+    def fit(self, *args, **kwargs):
+        """`fit` of `keras_hub` tasks, carrying the memory from batch to
+        batch.
+
+        Also builds the memory for the batch size of `x`, checks that it
+        stays the same (on every backend), and adds a `MemoryReset`
+        callback unless `callbacks` holds one. `validation_data` must have
+        the same batch size (it uses the same memory, reset before and put
+        back after); evaluate other batch sizes with `with_memory_length`.
+        """
+        args, kwargs = self._prepare_memory_carry(args, kwargs)
+        return super().fit(*args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        """`evaluate`, carrying the memory from batch to batch from an
+        empty one (see `fit`)."""
+        args, kwargs = self._prepare_memory_carry(args, kwargs)
+        return super().evaluate(*args, **kwargs)
+
+    def predict(self, *args, **kwargs):
+        """`predict`, carrying the memory from batch to batch from an empty
+        one (see `fit`). Returns float32 logits."""
+        args, kwargs = self._prepare_memory_carry(args, kwargs)
+        return super().predict(*args, **kwargs)
 
     def get_config(self):
         config = super().get_config()
