@@ -1,5 +1,6 @@
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
 from keras_txl.layers.memory_state import MemoryState
@@ -7,6 +8,7 @@ from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -231,7 +233,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         tokens until they run out (as keras-hub's samplers do), so padding
         never enters the memory and every row's memory holds exactly the
         tokens before it. Each prompt needs at least one token (a start
-        token, for instance).
+        token, for instance); left-padded or empty prompts given as arrays
+        raise a `ValueError`.
 
         With `memory_length >= max_length` (the default) every token
         attends to the whole context: the tokens are those of a model
@@ -282,6 +285,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             check_optional_positive_int("memory_length", memory_length),
             check_optional_positive_int("segment_length", segment_length),
         )
+        if isinstance(inputs, dict) and "padding_mask" in inputs:
+            _check_prompt_padding(inputs["padding_mask"])
         if options != getattr(self, "_generate_options", (None, None)):
             # The lengths are read when the generate function is traced.
             self._generate_options = options
@@ -358,7 +363,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         index = ops.maximum(ops.min(row_lengths), 1)
         prompt_in_memory = index - 1
 
-        def run_prompt(length):
+        def prompt_loop(length):
             def cond(position, memory, hidden_states):
                 return position + length <= prompt_in_memory
 
@@ -372,13 +377,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 )
                 return position + length, memory, hidden_states
 
-            return body, cond
+            return cond, body
 
         # Whole segments of the prompt first, then its last tokens one by
         # one (the same computation as segments when the memory holds them).
         position = ops.zeros((), dtype="int32")
         for length in (segment_length, 1):
-            body, cond = run_prompt(length)
+            cond, body = prompt_loop(length)
             position, memory, hidden_states = ops.while_loop(
                 cond, body, (position, memory, hidden_states)
             )
@@ -409,7 +414,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             # padding.
             is_stop = ops.zeros_like(token_ids, dtype="bool")
             for stop_id in stop_token_ids:
-                is_stop = ops.logical_or(is_stop, token_ids == stop_id)
+                is_stop = ops.logical_or(is_stop, ops.equal(token_ids, stop_id))
             is_stop = ops.cast(
                 ops.logical_and(is_stop, ops.logical_not(padding_mask)),
                 "int32",
@@ -427,3 +432,28 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             }
         )
         return config
+
+
+def _check_prompt_padding(padding_mask):
+    """Raises a `ValueError` unless every row of a concrete `padding_mask`
+    is a non-empty run of True followed by False (right padding)."""
+    if not is_concrete(padding_mask):
+        return
+    mask = np.asarray(ops.convert_to_numpy(padding_mask)).astype(bool)
+    if mask.ndim != 2:
+        return
+    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
+    if rows.size:
+        raise ValueError(
+            "Prompts must be right-padded: `padding_mask` True on the "
+            "prompt's tokens, then False. Row "
+            f"{int(rows[0])} has padding before prompt tokens: "
+            f"{mask[rows[0]].astype(int).tolist()}. Move each prompt to "
+            "the start of its row (keras-hub preprocessors do)."
+        )
+    empty = np.flatnonzero(~mask[:, 0]) if mask.shape[1] else []
+    if len(empty):
+        raise ValueError(
+            f"Every prompt needs at least one token; row {int(empty[0])} "
+            "has none. Start it with a start or separator token."
+        )
