@@ -113,10 +113,10 @@ def test_mixed_length_prompts_match_each_prompt_alone():
 
 @pytest.mark.torch_ok
 def test_memory_and_step_cost_stay_fixed_past_the_memory_length():
-    """Output 4x longer than the memory: every backbone call gets the same
+    """Output 3x longer than the memory: every backbone call gets the same
     fixed-size memory and one token (or a prompt segment), and the tokens
     are those of single-token steps over a sliding memory."""
-    memory_length, max_length = 4, 16
+    memory_length, max_length = 4, 12
     lm = make_lm()
     calls = []
     generate_segment = lm._generate_segment
