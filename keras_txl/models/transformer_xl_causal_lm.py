@@ -1,5 +1,6 @@
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
@@ -467,6 +468,224 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         args, kwargs = self._prepare_memory_carry(args, kwargs)
         return super().predict(*args, **kwargs)
 
+    def generate(
+        self,
+        inputs,
+        max_length=None,
+        stop_token_ids="auto",
+        strip_prompt=False,
+        memory_length=None,
+        segment_length=None,
+    ):
+        """Generates tokens after prompts, reusing the memory.
+
+        The `keras_hub.models.CausalLM.generate()` of keras-hub, with two
+        more arguments. The prompt is run through the backbone in segments
+        of `segment_length` tokens, each attending to the memory of the
+        ones before it; then every new token is ONE step of length 1 that
+        attends to the memory: the cost of a token is `O(memory_length)`,
+        and the text before it is never recomputed. The memory is carried
+        as loop state (no variable is assigned), so this works under
+        `jit` on every backend. The sampler is the one given to
+        `compile(sampler=...)` (greedy, top-k, top-p, random, beam, ...).
+
+        Prompts of different lengths share a batch as keras-hub pads them:
+        on the right, with `padding_mask` True on prompt tokens. Prompt
+        tokens up to the shortest prompt are run in segments; from there
+        every row advances one token per step, keeping its own prompt
+        tokens until they run out (as keras-hub's samplers do), so padding
+        never enters the memory and every row's memory holds exactly the
+        tokens before it. Each prompt needs at least one token (a start
+        token, for instance); left-padded or empty prompts given as arrays
+        raise a `ValueError`.
+
+        With `memory_length >= max_length` (the default) every token
+        attends to the whole context: the tokens are those of a model
+        that recomputes the whole prefix at every step. A shorter memory
+        bounds the cost and the memory size: a token then attends to the
+        `memory_length` positions before it at every layer, as
+        Transformer-XL does in evaluation.
+
+        Args:
+            inputs: strings when a `preprocessor` is attached, otherwise a
+                dict `{"token_ids", "padding_mask"}` of `(batch,
+                max_length)` tensors, right-padded to the length to
+                generate to.
+            max_length: int. Length to generate to, when a `preprocessor`
+                pads the prompts (otherwise the padded length of `inputs`).
+            stop_token_ids: `"auto"` (the tokenizer's end token), `None`
+                or a tuple of token ids that end a row.
+            strip_prompt: bool. Return only the new tokens.
+            memory_length: int >= 1 or `None`. Memory slots of the
+                generation; `None` uses `max_length`, the whole context.
+            segment_length: int >= 1 or `None`. Length of the segments in
+                which the prompt is run; `None` uses 64.
+
+        Returns:
+            Like `keras_hub.models.CausalLM.generate()`: strings with a
+            `preprocessor`, otherwise `{"token_ids", "padding_mask"}`
+            where `padding_mask` is False after a row's stop token.
+
+        Example:
+
+        >>> import numpy as np
+        >>> backbone = TransformerXLBackbone(
+        ...     vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+        ...     head_dim=8, intermediate_dim=32, memory_length=8,
+        ... )
+        >>> lm = TransformerXLCausalLM(backbone)
+        >>> lm.compile(sampler="greedy")
+        >>> prompt = {
+        ...     "token_ids": np.array([[5, 6, 7, 0, 0, 0], [8, 9, 0, 0, 0, 0]]),
+        ...     "padding_mask": np.array([[1, 1, 1, 0, 0, 0],
+        ...                               [1, 1, 0, 0, 0, 0]], dtype=bool),
+        ... }
+        >>> out = lm.generate(prompt, stop_token_ids=None, memory_length=4)
+        >>> out["token_ids"].shape, out["token_ids"][:, 0].tolist()
+        ((2, 6), [5, 8])
+        """
+        options = (
+            check_optional_positive_int("memory_length", memory_length),
+            check_optional_positive_int("segment_length", segment_length),
+        )
+        if isinstance(inputs, dict) and "padding_mask" in inputs:
+            _check_prompt_padding(inputs["padding_mask"])
+        if options != getattr(self, "_generate_options", (None, None)):
+            # The lengths are read when the generate function is traced.
+            self._generate_options = options
+            self.generate_function = None
+        if not self.built:
+            self.build()
+        return super().generate(
+            inputs,
+            max_length=max_length,
+            stop_token_ids=stop_token_ids,
+            strip_prompt=strip_prompt,
+        )
+
+    def _generate_segment(self, token_ids, memory):
+        """One backbone pass for generation: `(hidden, new_memory)`."""
+        outputs = self.backbone(
+            {
+                "token_ids": token_ids,
+                "memory": memory["memory"],
+                "valid_length": memory["valid_length"],
+            },
+            training=False,
+        )
+        new_memory = {
+            "memory": outputs["memory"],
+            "valid_length": outputs["valid_length"],
+        }
+        return outputs["sequence_output"], new_memory
+
+    def generate_step(self, inputs, stop_token_ids=None):
+        """Generates one batch (compilable; called by `generate()`).
+
+        Args:
+            inputs: dict `{"token_ids", "padding_mask"}` of `(batch,
+                max_length)` tensors, prompts right-padded.
+            stop_token_ids: tuple of token ids that end a row, or `None`.
+
+        Returns:
+            A dict `{"token_ids", "padding_mask"}` of `(batch, max_length)`
+            tensors.
+        """
+        token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
+        padding_mask = ops.cast(inputs["padding_mask"], "bool")
+        batch_size, max_length = ops.shape(token_ids)
+        memory_length, segment_length = getattr(
+            self, "_generate_options", (None, None)
+        )
+        if memory_length is None:
+            memory_length = max_length
+        if segment_length is None:
+            segment_length = 64
+        if isinstance(max_length, int):
+            segment_length = min(segment_length, max_length)
+        memory = {
+            "memory": ops.zeros(
+                (
+                    batch_size,
+                    self.backbone.num_layers,
+                    memory_length,
+                    self.backbone.hidden_dim,
+                ),
+                dtype="float32",
+            ),  # (batch, layers, M, hidden)
+            "valid_length": ops.zeros((batch_size,), dtype="int32"),
+        }
+        hidden_states = ops.zeros(
+            (batch_size, max_length, self.backbone.hidden_dim),
+            dtype=self.backbone.compute_dtype,
+        )  # (batch, max_len, hidden), for the contrastive sampler
+        row_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=-1)
+        # The sampler starts at the first position after the shortest
+        # prompt; it feeds the token before it, so the memory must hold
+        # the `index - 1` tokens before that one.
+        index = ops.maximum(ops.min(row_lengths), 1)
+        prompt_in_memory = index - 1
+
+        def prompt_loop(length):
+            def cond(position, memory, hidden_states):
+                return position + length <= prompt_in_memory
+
+            def body(position, memory, hidden_states):
+                segment = ops.slice(
+                    token_ids, [0, position], [batch_size, length]
+                )  # (batch, length)
+                hidden, memory = self._generate_segment(segment, memory)
+                hidden_states = ops.slice_update(
+                    hidden_states, [0, position, 0], hidden
+                )
+                return position + length, memory, hidden_states
+
+            return cond, body
+
+        # Whole segments of the prompt first, then its last tokens one by
+        # one (the same computation as segments when the memory holds them).
+        position = ops.zeros((), dtype="int32")
+        for length in (segment_length, 1):
+            cond, body = prompt_loop(length)
+            position, memory, hidden_states = ops.while_loop(
+                cond, body, (position, memory, hidden_states)
+            )
+
+        def next_logits(prompt, cache, index):
+            # One step of length 1: the token before `index`.
+            token = ops.slice(
+                prompt, [0, index - 1], [ops.shape(prompt)[0], 1]
+            )  # (batch, 1)
+            hidden, cache = self._generate_segment(token, cache)
+            logits = self.compute_logits(hidden)  # (batch, 1, vocab)
+            return logits[:, 0], hidden[:, 0], cache
+
+        token_ids = self.sampler(
+            next=next_logits,
+            prompt=token_ids,
+            cache=memory,
+            index=index,
+            mask=padding_mask,
+            stop_token_ids=stop_token_ids,
+            hidden_states=hidden_states,
+            model=self,
+        )
+        if stop_token_ids is None:
+            padding_mask = ops.ones_like(token_ids, dtype="bool")
+        else:
+            # A generated stop token ends its row: later positions become
+            # padding.
+            is_stop = ops.zeros_like(token_ids, dtype="bool")
+            for stop_id in stop_token_ids:
+                is_stop = ops.logical_or(is_stop, ops.equal(token_ids, stop_id))
+            is_stop = ops.cast(
+                ops.logical_and(is_stop, ops.logical_not(padding_mask)),
+                "int32",
+            )  # (batch, max_len)
+            stops_before = ops.cumsum(is_stop, axis=-1) - is_stop
+            padding_mask = stops_before == 0
+        return {"token_ids": token_ids, "padding_mask": padding_mask}
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -485,3 +704,28 @@ class _PerTokenLoss(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         return y_pred
+
+
+def _check_prompt_padding(padding_mask):
+    """Raises a `ValueError` unless every row of a concrete `padding_mask`
+    is a non-empty run of True followed by False (right padding)."""
+    if not is_concrete(padding_mask):
+        return
+    mask = np.asarray(ops.convert_to_numpy(padding_mask)).astype(bool)
+    if mask.ndim != 2:
+        return
+    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
+    if rows.size:
+        raise ValueError(
+            "Prompts must be right-padded: `padding_mask` True on the "
+            "prompt's tokens, then False. Row "
+            f"{int(rows[0])} has padding before prompt tokens: "
+            f"{mask[rows[0]].astype(int).tolist()}. Move each prompt to "
+            "the start of its row (keras-hub preprocessors do)."
+        )
+    empty = np.flatnonzero(~mask[:, 0]) if mask.shape[1] else []
+    if len(empty):
+        raise ValueError(
+            f"Every prompt needs at least one token; row {int(empty[0])} "
+            "has none. Start it with a start or separator token."
+        )
