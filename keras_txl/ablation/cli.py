@@ -266,7 +266,7 @@ def run_recl_command(args):
     contexts = args.contexts or list(range(step, 3 * T + 1, step))
     losses = {}
     for path in args.models:
-        lm = keras.saving.load_model(path)
+        lm = keras.saving.load_model(path, compile=False)
         vocabulary = int(tokenizer.vocabulary_size())
         if lm.backbone.vocabulary_size != vocabulary:
             raise ValueError(
