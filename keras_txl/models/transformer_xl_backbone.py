@@ -2,6 +2,7 @@ import math
 
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
 from keras_txl.layers.memory_cache import MemoryCache
@@ -14,6 +15,8 @@ from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -284,11 +287,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"hidden_dim) = {expected}. Received shape {shape}. Build it "
                 "with `backbone.initial_memory(batch_size)`."
             )
-        dtype = str(memory["memory"].dtype)
+        dtype = dtype_name(memory["memory"])
         if "float" not in dtype:
-            raise ValueError(
-                "`memory['memory']` must be a float tensor (float32). "
-                f"Received dtype {dtype}."
+            raise TypeError(
+                "`memory['memory']` must be a float tensor (float32; other "
+                f"floats are cast). Received dtype {dtype}. Build it with "
+                "`backbone.initial_memory(batch_size)`."
             )
         valid_shape = tuple(memory["valid_length"].shape)
         if len(valid_shape) != 1 or (
@@ -300,6 +304,22 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "`memory['valid_length']` must have shape (batch,) = "
                 f"({shape[0]},). Received shape {valid_shape}."
             )
+        valid_dtype = dtype_name(memory["valid_length"])
+        if "int" not in valid_dtype:
+            raise TypeError(
+                "`memory['valid_length']` must hold integers (int32), the "
+                f"number of valid memory slots. Received dtype {valid_dtype}."
+            )
+        valid_length = memory["valid_length"]
+        if is_concrete(valid_length) and shape[2] is not None:
+            values = np.asarray(ops.convert_to_numpy(valid_length))
+            if values.size and (values.min() < 0 or values.max() > shape[2]):
+                raise ValueError(
+                    "`memory['valid_length']` must lie in [0, M] for a "
+                    f"memory of M={shape[2]} slots. Received values in "
+                    f"[{values.min()}, {values.max()}]. Pass the "
+                    "`valid_length` returned with the memory."
+                )
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment and returns its output and the next memory.
@@ -313,7 +333,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         Returns:
             A tuple `(sequence_output, new_memory)`.
         """
-        check_token_ids(token_ids, self.vocabulary_size)
+        token_ids = check_token_ids(token_ids, self.vocabulary_size)
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.initial_memory(batch_size)

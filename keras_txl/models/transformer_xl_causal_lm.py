@@ -184,7 +184,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             `(logits, new_memory)`: float32 logits `(batch, T, vocab)` and
             the memory for the next segment.
         """
-        check_token_ids(token_ids, self.backbone.vocabulary_size)
+        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.backbone.initial_memory(batch_size)

@@ -5,6 +5,7 @@ argument, the value received and what is allowed, so that a user can fix the
 call without reading the library's code.
 """
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -67,6 +68,17 @@ def is_concrete(x):
     return str(getattr(x, "device", "")) != "meta"
 
 
+def dtype_name(x):
+    """The dtype of a tensor or array as a plain string ('float32', ...)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(x).dtype
+    try:
+        return keras.backend.standardize_dtype(dtype)
+    except ValueError:  # strings, objects: not a Keras dtype
+        return str(dtype)
+
+
 def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     """Checks dtype, rank and range of concrete token ids.
 
@@ -75,9 +87,14 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     holds values. Symbolic and traced inputs only get the dtype and rank
     checks (the data pipelines in `keras_txl.data` check the range of what
     they feed to `fit`).
+
+    Returns:
+        `token_ids`, as a NumPy array if it came as a Python list or tuple.
     """
+    if isinstance(token_ids, (list, tuple)):
+        token_ids = np.asarray(token_ids)
     shape = tuple(getattr(token_ids, "shape", np.shape(token_ids)))
-    dtype = str(getattr(token_ids, "dtype", np.asarray(token_ids).dtype))
+    dtype = dtype_name(token_ids)
     if "int" not in dtype:
         raise TypeError(
             f"`{name}` must hold integer token ids. Received dtype {dtype}. "
@@ -100,3 +117,4 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
                     f" Use the tokenizer the model was trained with, or a "
                     f"model with a larger `vocabulary_size`."
                 )
+    return token_ids
