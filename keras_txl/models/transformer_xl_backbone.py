@@ -11,7 +11,9 @@ from keras_txl.layers.relative_position_embedding import (
 )
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.utils.validation import check_bool
+from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
@@ -130,11 +132,13 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"embeddings are half sine, half cosine). Received: "
                 f"hidden_dim={hidden_dim}"
             )
-        if not initializer_range > 0:
-            raise ValueError(
-                "`initializer_range` must be > 0. Received: "
-                f"initializer_range={initializer_range!r}"
-            )
+        initializer_range = check_positive_float(
+            "initializer_range", initializer_range
+        )
+        layer_norm_epsilon = check_positive_float(
+            "layer_norm_epsilon", layer_norm_epsilon
+        )
+        check_float_policy("dtype", dtype)
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===

@@ -45,6 +45,33 @@ def check_rate(name, value):
     return float(value)
 
 
+def check_positive_float(name, value):
+    """Checks a finite float above zero (an epsilon, a standard deviation)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not np.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"`{name}` must be a finite float > 0. Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def check_float_policy(name, dtype):
+    """Checks that a dtype policy (`None`: the global one) computes in a
+    float dtype: the layers cannot run in integer or complex arithmetic."""
+    policy = keras.dtype_policies.get(dtype)  # raises for unknown names
+    if "float" not in policy.compute_dtype:
+        raise ValueError(
+            f"`{name}` must be a float dtype policy such as 'float32', "
+            f"'mixed_bfloat16' or 'mixed_float16'. Received: {name}="
+            f"{dtype!r} (compute dtype {policy.compute_dtype})."
+        )
+    return dtype
+
+
 def check_bool(name, value):
     """Checks a boolean flag (numpy booleans pass)."""
     if not isinstance(value, (bool, np.bool_)):
