@@ -68,6 +68,15 @@ class MemoryState(keras.layers.Layer):
     def build(self, batch_size=None):
         if isinstance(batch_size, (tuple, list)):
             batch_size = batch_size[0]
+        if self.has_state and batch_size not in (None, self.batch_size):
+            raise ValueError(
+                "The memory carried between batches already exists for "
+                f"batch size {self.batch_size}; it cannot be rebuilt for "
+                f"batch_size={batch_size}. Build the model for the batch "
+                "size of your data once (a new model, or "
+                "`keras.saving.load_model` of a saved one, has no memory "
+                "yet), or use `call_with_memory` with an explicit memory."
+            )
         if self.has_state or batch_size is None:
             self.built = True
             return

@@ -2,6 +2,7 @@ import math
 
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
@@ -16,10 +17,14 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.layers.transformer_xl_block import check_position_encoding
 from keras_txl.utils.validation import check_bool
+from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -173,16 +178,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"embeddings are half sine, half cosine). Received: "
                 f"hidden_dim={hidden_dim}"
             )
-        if not initializer_range > 0:
-            raise ValueError(
-                "`initializer_range` must be > 0. Received: "
-                f"initializer_range={initializer_range!r}"
-            )
         cutoffs = check_cutoffs(cutoffs, vocabulary_size)
         div_val = check_positive_int("div_val", div_val)
         if embedding_dim is None:
             embedding_dim = hidden_dim
         embedding_dim = check_positive_int("embedding_dim", embedding_dim)
+        initializer_range = check_positive_float(
+            "initializer_range", initializer_range
+        )
+        layer_norm_epsilon = check_positive_float(
+            "layer_norm_epsilon", layer_norm_epsilon
+        )
+        check_float_policy("dtype", dtype)
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
@@ -369,11 +376,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"hidden_dim) = {expected}. Received shape {shape}. Build it "
                 "with `backbone.initial_memory(batch_size)`."
             )
-        dtype = str(memory["memory"].dtype)
+        dtype = dtype_name(memory["memory"])
         if "float" not in dtype:
-            raise ValueError(
-                "`memory['memory']` must be a float tensor (float32). "
-                f"Received dtype {dtype}."
+            raise TypeError(
+                "`memory['memory']` must be a float tensor (float32; other "
+                f"floats are cast). Received dtype {dtype}. Build it with "
+                "`backbone.initial_memory(batch_size)`."
             )
         valid_shape = tuple(memory["valid_length"].shape)
         if len(valid_shape) != 1 or (
@@ -385,6 +393,22 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "`memory['valid_length']` must have shape (batch,) = "
                 f"({shape[0]},). Received shape {valid_shape}."
             )
+        valid_dtype = dtype_name(memory["valid_length"])
+        if "int" not in valid_dtype:
+            raise TypeError(
+                "`memory['valid_length']` must hold integers (int32), the "
+                f"number of valid memory slots. Received dtype {valid_dtype}."
+            )
+        valid_length = memory["valid_length"]
+        if is_concrete(valid_length) and shape[2] is not None:
+            values = np.asarray(ops.convert_to_numpy(valid_length))
+            if values.size and (values.min() < 0 or values.max() > shape[2]):
+                raise ValueError(
+                    "`memory['valid_length']` must lie in [0, M] for a "
+                    f"memory of M={shape[2]} slots. Received values in "
+                    f"[{values.min()}, {values.max()}]. Pass the "
+                    "`valid_length` returned with the memory."
+                )
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment and returns its output and the next memory.
@@ -398,7 +422,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         Returns:
             A tuple `(sequence_output, new_memory)`.
         """
-        check_token_ids(token_ids, self.vocabulary_size)
+        token_ids = check_token_ids(token_ids, self.vocabulary_size)
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.initial_memory(batch_size)

@@ -192,7 +192,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         if isinstance(input_shape, dict):
             input_shape = input_shape.get("token_ids")
         if input_shape is not None and len(input_shape) == 2:
-            self.memory_state.build(input_shape[0])
+            if input_shape[0] is not None:  # else built by the first batch
+                self.memory_state.build(input_shape[0])
         self.built = True
 
     def get_build_config(self):
@@ -202,11 +203,27 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         # `with_memory_length`, built by sharing weights).
         return {"input_shape": None} if self.built else None
 
+    def build_from_config(self, config):
+        # The build config records the batch size of the data last seen;
+        # a loaded model takes the batch size of the data it gets next.
+        shape = (config or {}).get("input_shape")
+        if isinstance(shape, (list, tuple)) and len(shape) == 2:
+            config = {**config, "input_shape": [None, shape[1]]}
+        super().build_from_config(config)
+
     def build_memory(self, batch_size):
         """Creates the memory carried between batches for `batch_size`
         streams. Needed only when the first batch has no static batch size
         (e.g. numpy arrays fed to `fit` on TensorFlow)."""
+        if self.memory_state.has_state:
+            self.memory_state.build(batch_size)  # raises on another size
+            return
         self.memory_state.build(batch_size)
+        # Functions traced before (e.g. by a `fit` that failed for want of
+        # a batch size) do not know the new variables: trace them again.
+        self.train_function = None
+        self.test_function = None
+        self.predict_function = None
 
     def compute_logits(self, hidden_states):
         """Float32 logits `(batch, T, vocabulary_size)` of hidden states
@@ -308,7 +325,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             (log-probabilities with an adaptive softmax) and the memory for
             the next segment.
         """
-        check_token_ids(token_ids, self.backbone.vocabulary_size)
+        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.backbone.initial_memory(batch_size)
