@@ -177,6 +177,20 @@ def _generate(args):
     return 0
 
 
+def _export(args):
+    from keras_txl.export import export_main
+
+    export_main(
+        args.model_dir,
+        args.out_dir,
+        batch_size=args.batch_size,
+        segment_length=args.segment_length,
+        memory_length=args.memory_length,
+        overwrite=args.overwrite,
+    )
+    return 0
+
+
 def make_parser():
     """The `argparse` parser of `keras-txl`."""
     parser = _Parser(
@@ -184,7 +198,9 @@ def make_parser():
         description="Transformer-XL language models with Keras 3.",
     )
     subparsers = parser.add_subparsers(
-        dest="command", required=True, metavar="{train,evaluate,generate}"
+        dest="command",
+        required=True,
+        metavar="{train,evaluate,generate,export,ablate,recl}",
     )
     _train_parser(subparsers)
 
@@ -209,6 +225,28 @@ def make_parser():
     generate.add_argument("--memory-length", type=_integer(0))
     generate.add_argument("--seed", type=_integer(0), default=0)
     generate.set_defaults(run=_generate)
+
+    export = subparsers.add_parser(
+        "export",
+        help="a TensorFlow SavedModel with explicit memory signatures",
+    )
+    export.add_argument("model_dir", metavar="MODEL_DIR")
+    export.add_argument("out_dir", metavar="OUT_DIR")
+    export.add_argument("--batch-size", type=_integer(1), required=True)
+    export.add_argument(
+        "--segment-length",
+        type=_integer(1),
+        help="fixed segment length T (default: any length)",
+    )
+    export.add_argument("--memory-length", type=_integer(1), required=True)
+    export.add_argument("--overwrite", action="store_true")
+    export.set_defaults(run=_export)
+
+    from keras_txl.ablation.cli import add_ablate_parser
+    from keras_txl.ablation.cli import add_recl_parser
+
+    add_ablate_parser(subparsers)
+    add_recl_parser(subparsers)
     return parser
 
 
