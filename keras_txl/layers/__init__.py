@@ -1,5 +1,7 @@
 """Layers of Transformer-XL, each usable in any Keras model."""
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
@@ -18,6 +20,8 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [
+    "AdaptiveEmbedding",
+    "AdaptiveSoftmax",
     "DifferentiableMemoryCache",
     "LearnedRelativeMultiHeadAttention",
     "MemoryCache",

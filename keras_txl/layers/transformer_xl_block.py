@@ -8,6 +8,7 @@ from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
 from keras_txl.utils.validation import check_bool
+from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 
@@ -141,14 +142,9 @@ class TransformerXLBlock(keras.layers.Layer):
         self.pre_norm = check_bool("pre_norm", pre_norm)
         self.same_length = check_bool("same_length", same_length)
         self.activation = keras.activations.get(activation)
-        if not isinstance(layer_norm_epsilon, (int, float)) or not (
-            layer_norm_epsilon > 0
-        ):
-            raise ValueError(
-                "`layer_norm_epsilon` must be a float > 0. "
-                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
-            )
-        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.layer_norm_epsilon = check_positive_float(
+            "layer_norm_epsilon", layer_norm_epsilon
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.position_encoding, self.max_relative_distance = (

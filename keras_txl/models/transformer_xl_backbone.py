@@ -2,8 +2,11 @@ import math
 
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
@@ -14,10 +17,14 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.layers.transformer_xl_block import check_position_encoding
 from keras_txl.utils.validation import check_bool
+from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -25,9 +32,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     """Transformer-XL decoder (Dai et al., 2019) with an explicit memory.
 
     A functional Keras model that holds no state. It embeds `token_ids`
-    (scaled by `sqrt(hidden_dim)`, as the authors' code), runs `num_layers`
-    `TransformerXLBlock`s with relative positions, each attending to its
-    memory, and returns the final hidden states and the new memory.
+    (scaled by `sqrt(hidden_dim)`, as the authors' code; with an
+    `AdaptiveEmbedding` when `cutoffs`, `div_val > 1` or an `embedding_dim`
+    other than `hidden_dim` is given, else a `keras.layers.Embedding`),
+    runs `num_layers` `TransformerXLBlock`s with relative positions, each
+    attending to its memory, and returns the final hidden states and the
+    new memory.
 
     Inputs, a dict:
         - `"token_ids"`: int tensor `(batch, T)`.
@@ -70,6 +80,14 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         layer_norm_epsilon: float. Epsilon of the layer normalizations.
         initializer_range: float. Standard deviation of the normal
             initializer of every weight (the authors' `init_std`, 0.02).
+        cutoffs: list of int or `None`. Adaptive input (the authors'
+            `cutoffs`): first token id of each tail cluster of
+            `AdaptiveEmbedding`. Token ids must be sorted by frequency.
+        div_val: int >= 1. Cluster `i` of the adaptive input has width
+            `embedding_dim // div_val**i` (the authors' `div_val`).
+        embedding_dim: int or `None`. Width of the token embedding
+            (`d_embed`), projected to `hidden_dim`; `None` means
+            `hidden_dim`.
         dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`). The
             memory stays float32.
         position_encoding: ABLATION ONLY (`keras_txl.ablation`; Dai et
@@ -123,6 +141,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         attention_dropout=0.0,
         layer_norm_epsilon=1e-5,
         initializer_range=0.02,
+        cutoffs=None,
+        div_val=1,
+        embedding_dim=None,
         dtype=None,
         position_encoding="relative",
         max_relative_distance=None,
@@ -157,21 +178,41 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"embeddings are half sine, half cosine). Received: "
                 f"hidden_dim={hidden_dim}"
             )
-        if not initializer_range > 0:
-            raise ValueError(
-                "`initializer_range` must be > 0. Received: "
-                f"initializer_range={initializer_range!r}"
-            )
+        cutoffs = check_cutoffs(cutoffs, vocabulary_size)
+        div_val = check_positive_int("div_val", div_val)
+        if embedding_dim is None:
+            embedding_dim = hidden_dim
+        embedding_dim = check_positive_int("embedding_dim", embedding_dim)
+        initializer_range = check_positive_float(
+            "initializer_range", initializer_range
+        )
+        layer_norm_epsilon = check_positive_float(
+            "layer_norm_epsilon", layer_norm_epsilon
+        )
+        check_float_policy("dtype", dtype)
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
-        self.token_embedding = keras.layers.Embedding(
-            vocabulary_size,
-            hidden_dim,
-            embeddings_initializer=initializer,
-            dtype=dtype,
-            name="token_embedding",
-        )
+        if cutoffs or div_val != 1 or embedding_dim != hidden_dim:
+            self.token_embedding = AdaptiveEmbedding(
+                vocabulary_size,
+                embedding_dim,
+                hidden_dim,
+                cutoffs=cutoffs,
+                div_val=div_val,
+                embeddings_initializer=initializer,
+                projection_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
+        else:
+            self.token_embedding = keras.layers.Embedding(
+                vocabulary_size,
+                hidden_dim,
+                embeddings_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
         self.position_embedding = RelativePositionEmbedding(
             hidden_dim,
             clamp_length=clamp_length,
@@ -281,6 +322,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.cutoffs = cutoffs
+        self.div_val = div_val
+        self.embedding_dim = embedding_dim
         self.position_encoding = position_encoding
         self.max_relative_distance = max_relative_distance
         self.stop_memory_gradient = stop_memory_gradient
@@ -332,11 +376,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"hidden_dim) = {expected}. Received shape {shape}. Build it "
                 "with `backbone.initial_memory(batch_size)`."
             )
-        dtype = str(memory["memory"].dtype)
+        dtype = dtype_name(memory["memory"])
         if "float" not in dtype:
-            raise ValueError(
-                "`memory['memory']` must be a float tensor (float32). "
-                f"Received dtype {dtype}."
+            raise TypeError(
+                "`memory['memory']` must be a float tensor (float32; other "
+                f"floats are cast). Received dtype {dtype}. Build it with "
+                "`backbone.initial_memory(batch_size)`."
             )
         valid_shape = tuple(memory["valid_length"].shape)
         if len(valid_shape) != 1 or (
@@ -348,6 +393,22 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "`memory['valid_length']` must have shape (batch,) = "
                 f"({shape[0]},). Received shape {valid_shape}."
             )
+        valid_dtype = dtype_name(memory["valid_length"])
+        if "int" not in valid_dtype:
+            raise TypeError(
+                "`memory['valid_length']` must hold integers (int32), the "
+                f"number of valid memory slots. Received dtype {valid_dtype}."
+            )
+        valid_length = memory["valid_length"]
+        if is_concrete(valid_length) and shape[2] is not None:
+            values = np.asarray(ops.convert_to_numpy(valid_length))
+            if values.size and (values.min() < 0 or values.max() > shape[2]):
+                raise ValueError(
+                    "`memory['valid_length']` must lie in [0, M] for a "
+                    f"memory of M={shape[2]} slots. Received values in "
+                    f"[{values.min()}, {values.max()}]. Pass the "
+                    "`valid_length` returned with the memory."
+                )
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment and returns its output and the next memory.
@@ -361,7 +422,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         Returns:
             A tuple `(sequence_output, new_memory)`.
         """
-        check_token_ids(token_ids, self.vocabulary_size)
+        token_ids = check_token_ids(token_ids, self.vocabulary_size)
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.initial_memory(batch_size)
@@ -398,6 +459,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "attention_dropout": self.attention_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_range": self.initializer_range,
+                "cutoffs": list(self.cutoffs),
+                "div_val": self.div_val,
+                "embedding_dim": self.embedding_dim,
                 "position_encoding": self.position_encoding,
                 "max_relative_distance": self.max_relative_distance,
                 "stop_memory_gradient": self.stop_memory_gradient,
