@@ -38,6 +38,10 @@ def _bpc(values):
     return f"{np.mean(values):.4f} ({seeds})"
 
 
+def _seconds(value):
+    return "-" if value is None else f"{value:.4f}"
+
+
 def _megabytes(value):
     return "-" if value is None else f"{value / 2**20:.1f}"
 
@@ -96,7 +100,8 @@ def markdown_report(results):
         lines.append(
             f"| {name} | {run['train_loss_last'] * bits:.4f} "
             f"| {run['train_loss_last_std'] * bits:.4f} "
-            f"| {run['nonfinite_steps']} | {run['seconds_per_step']:.4f} |"
+            f"| {run['nonfinite_steps']} "
+            f"| {_seconds(run['seconds_per_step'])} |"
         )
     sweep = results["memory_sweep"]
     lines += [
