@@ -53,10 +53,6 @@ def normalize_config(config):
     for hf_name, name in _HF_NAMES.items():
         if hf_name in config and name not in config:
             config[name] = config[hf_name]
-    for key, value in _DEFAULTS.items():
-        config.setdefault(key, value)
-    if config["d_embed"] is None:
-        config["d_embed"] = config["d_model"]
     required = (
         "n_token",
         "n_layer",
@@ -72,6 +68,10 @@ def normalize_config(config):
             f"`config` lacks the official constructor arguments {missing}. "
             f"Received keys: {sorted(config)}"
         )
+    for key, value in _DEFAULTS.items():
+        config.setdefault(key, value)
+    if config["d_embed"] is None:
+        config["d_embed"] = config["d_model"]
     return config
 
 

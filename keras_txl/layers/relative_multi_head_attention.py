@@ -302,6 +302,18 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
         query_length = ops.shape(query)[1]
         key_length = ops.shape(context)[1]
+        rows = position_embedding.shape[0]
+        if (
+            isinstance(rows, int)
+            and isinstance(key_length, int)
+            and rows != key_length
+        ):
+            raise ValueError(
+                "`position_embedding` must have one row per key, M + T = "
+                f"{key_length} (memory length + segment length). Received "
+                f"{rows} rows. Build it with `RelativePositionEmbedding` "
+                "from the same segment and memory."
+            )
         heads = self.num_heads
 
         # Scores are laid out heads-first, (heads, batch, T, K): every

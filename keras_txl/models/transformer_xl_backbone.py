@@ -183,9 +183,13 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         )
         valid_length = keras.Input(shape=(), dtype="int32", name="valid_length")
 
+        # The paper's SG(.): no gradient flows into the previous segment.
+        read_memory = ops.stop_gradient(memory)  # (batch, L, M, hidden)
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
-        position = self.position_embedding(x, memory[:, 0])  # (M + T, hidden)
+        position = self.position_embedding(
+            x, read_memory[:, 0]
+        )  # (M + T, hidden)
         x = self.embedding_dropout(x)
         position = self.position_dropout(position)
         layer_inputs = [x]
@@ -193,7 +197,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             x = block(
                 x,
                 position,
-                memory=memory[:, i],
+                memory=read_memory[:, i],
                 memory_valid_length=valid_length,
             )  # (batch, T, hidden)
             layer_inputs.append(x)

@@ -7,6 +7,7 @@ from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -147,6 +148,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "valid_length": outputs["valid_length"],
             }
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
+        if is_concrete(token_ids):  # eager calls; fit feeds checked data
+            check_token_ids(token_ids, self.backbone.vocabulary_size)
         batch_size = token_ids.shape[0]
         if not self.memory_state.has_state and batch_size is not None:
             self.memory_state.build(batch_size)

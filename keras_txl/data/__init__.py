@@ -1,0 +1,58 @@
+"""Corpora, tokenizers and ordered segment datasets for Transformer-XL.
+
+A run from text to `model.fit`:
+
+```python
+from keras_txl import data
+
+train, valid, test = data.split_text(data.builtin_corpus(), 0.05, 0.05)
+tokenizer = data.make_tokenizer("char", train + valid + test)
+train_ids = data.encode(tokenizer, train)
+dataset = data.segment_dataset(
+    train_ids, batch_size=16, sequence_length=128,
+    vocabulary_size=tokenizer.vocabulary_size(),
+)
+steps = data.num_batches(train_ids, batch_size=16, sequence_length=128)
+```
+
+The pipelines use `tf.data` and the keras-hub tokenizers (TensorFlow must
+be installed); the datasets feed `fit` on every Keras backend.
+"""
+
+from keras_txl.data.character_tokenizer import CharacterTokenizer
+from keras_txl.data.corpora import TextSplits
+from keras_txl.data.corpora import builtin_corpus
+from keras_txl.data.corpora import load_enwik8
+from keras_txl.data.corpora import load_text
+from keras_txl.data.corpora import load_text8
+from keras_txl.data.corpora import load_wikitext103
+from keras_txl.data.corpora import split_text
+from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.segments import SegmentInfo
+from keras_txl.data.segments import num_batches
+from keras_txl.data.segments import segment_dataset
+from keras_txl.data.segments import segment_info
+from keras_txl.data.segments import shard_streams
+from keras_txl.data.tokenization import decode
+from keras_txl.data.tokenization import encode
+from keras_txl.data.tokenization import make_tokenizer
+
+__all__ = [
+    "CharacterTokenizer",
+    "CorpusError",
+    "SegmentInfo",
+    "TextSplits",
+    "builtin_corpus",
+    "decode",
+    "encode",
+    "load_enwik8",
+    "load_text",
+    "load_text8",
+    "load_wikitext103",
+    "make_tokenizer",
+    "num_batches",
+    "segment_dataset",
+    "segment_info",
+    "shard_streams",
+    "split_text",
+]

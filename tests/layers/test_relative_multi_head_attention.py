@@ -1,0 +1,168 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_txl.layers import RelativeMultiHeadAttention
+from keras_txl.layers import RelativePositionEmbedding
+from tests.layers.reference import reference_attention
+from tests.test_case import dtype_name
+from tests.test_case import run_layer_round_trip
+from tests.test_case import to_numpy
+
+
+def _random_layer(same_length=False, clamp=None, seed=0):
+    rng = np.random.default_rng(seed)
+    d, n, h = 8, 2, 4
+    layer = RelativeMultiHeadAttention(
+        num_heads=n, head_dim=h, same_length=same_length
+    )
+    layer.build((None, None, d), (None, d))
+    for var in layer.weights:
+        var.assign(rng.normal(scale=0.5, size=var.shape).astype("float32"))
+    return layer, RelativePositionEmbedding(d, clamp_length=clamp)
+
+
+def _weights(layer):
+    return dict(
+        wq=to_numpy(layer.query_dense.kernel),
+        wk=to_numpy(layer.key_dense.kernel),
+        wv=to_numpy(layer.value_dense.kernel),
+        wr=to_numpy(layer.position_dense.kernel),
+        wo=to_numpy(layer.output_dense.kernel),
+        u=to_numpy(layer.content_bias),
+        v=to_numpy(layer.position_bias),
+    )
+
+
+@pytest.mark.torch_ok
+@pytest.mark.parametrize(
+    "T, M, valid, same_length, clamp",
+    [
+        (4, 0, [0, 0], False, None),
+        (3, 5, [5, 2], False, None),
+        (4, 3, [0, 3], True, None),
+        (3, 6, [6, 1], True, 2),
+        (5, 2, [2, 2], False, 3),
+    ],
+)
+def test_matches_loop_by_loop_definition(T, M, valid, same_length, clamp):
+    layer, position = _random_layer(same_length, clamp)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, T, 8)).astype("float32")
+    memory = rng.normal(size=(2, M, 8)).astype("float32")
+    valid = np.array(valid, "int32")
+    r = position(x, memory)
+    out = to_numpy(layer(x, r, memory=memory, memory_valid_length=valid))
+    expected = reference_attention(
+        x,
+        memory,
+        valid,
+        **_weights(layer),
+        same_length=same_length,
+        clamp=clamp,
+    )
+    np.testing.assert_allclose(out, expected, atol=2e-4, rtol=1e-4)
+
+
+def test_empty_memory_slots_have_no_effect():
+    layer, position = _random_layer()
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(1, 3, 8)).astype("float32")
+    memory = rng.normal(size=(1, 4, 8)).astype("float32")
+    valid = np.array([2], "int32")
+    out = to_numpy(
+        layer(x, position(x, memory), memory=memory, memory_valid_length=valid)
+    )
+    garbage = memory.copy()
+    garbage[:, :2] = 1e4  # the two invalid slots
+    out2 = to_numpy(
+        layer(
+            x, position(x, garbage), memory=garbage, memory_valid_length=valid
+        )
+    )
+    np.testing.assert_allclose(out, out2, atol=1e-5)
+    # ...and dropping them entirely gives the same numbers.
+    short = memory[:, 2:]
+    out3 = to_numpy(layer(x, position(x, short), memory=short))
+    np.testing.assert_allclose(out, out3, atol=1e-5)
+
+
+def test_probabilities_respect_masks_and_sum_to_one():
+    layer, position = _random_layer(same_length=True)
+    x = np.random.default_rng(3).normal(size=(2, 3, 8)).astype("float32")
+    memory = np.zeros((2, 4, 8), "float32")
+    valid = np.array([4, 1], "int32")
+    _, probs = layer(
+        x,
+        position(x, memory),
+        memory=memory,
+        memory_valid_length=valid,
+        return_attention_scores=True,
+    )
+    probs = to_numpy(probs)  # (batch, heads, T, K)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+    M = 4
+    for b in range(2):
+        for i in range(3):
+            for j in range(7):
+                visible = M - valid[b] <= j <= M + i and j > i
+                if not visible:
+                    assert probs[b, :, i, j].max() == 0.0
+
+
+def test_user_attention_mask_is_applied():
+    layer, position = _random_layer()
+    x = np.random.default_rng(4).normal(size=(1, 2, 8)).astype("float32")
+    mask = np.array([[[True, False], [False, True]]])
+    _, probs = layer(
+        x, position(x), attention_mask=mask, return_attention_scores=True
+    )
+    np.testing.assert_allclose(to_numpy(probs)[0, :, 1], [[0, 1], [0, 1]])
+
+
+def test_position_rows_must_match_keys():
+    layer, position = _random_layer()
+    x = np.zeros((1, 3, 8), "float32")
+    with pytest.raises(ValueError, match="one row per key"):
+        layer(x, position(x, np.zeros((1, 2, 8), "float32")))
+
+
+def test_mixed_float16_stays_finite_with_large_scores():
+    keras.config.set_dtype_policy("mixed_float16")
+    layer, position = _random_layer()
+    x = np.random.default_rng(5).normal(size=(1, 4, 8)).astype("float32")
+    memory = np.zeros((1, 3, 8), "float32")
+    out = layer(
+        x * 30,
+        position(x, memory),
+        memory=memory,
+        memory_valid_length=np.array([0], "int32"),
+    )
+    assert dtype_name(out) == "float16"
+    assert np.all(np.isfinite(to_numpy(out).astype("float32")))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_heads": 0, "head_dim": 4}, "num_heads"),
+        ({"num_heads": 2, "head_dim": -1}, "head_dim"),
+        ({"num_heads": 2, "head_dim": 4, "dropout": 1.0}, "dropout"),
+        ({"num_heads": 2, "head_dim": 4, "same_length": "yes"}, "same_length"),
+    ],
+)
+def test_invalid_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RelativeMultiHeadAttention(**kwargs)
+
+
+def test_round_trip():
+    run_layer_round_trip(
+        RelativeMultiHeadAttention,
+        {"num_heads": 2, "head_dim": 4, "dropout": 0.1, "same_length": True},
+        [
+            np.random.default_rng(0).normal(size=(2, 3, 8)).astype("float32"),
+            np.random.default_rng(1).normal(size=(3, 8)).astype("float32"),
+        ],
+        mixed_precision=True,
+    )

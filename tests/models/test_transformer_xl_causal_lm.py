@@ -1,0 +1,170 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+from tests.test_case import dtype_name
+from tests.test_case import gradients
+from tests.test_case import to_numpy
+from tests.test_case import variable_gradients
+
+
+def _lm(tie_weights=True, **overrides):
+    kwargs = dict(
+        vocabulary_size=20,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        head_dim=4,
+        intermediate_dim=16,
+        memory_length=4,
+        initializer_range=0.3,
+    )
+    kwargs.update(overrides)
+    keras.utils.set_random_seed(0)
+    lm = TransformerXLCausalLM(
+        TransformerXLBackbone(**kwargs), tie_weights=tie_weights
+    )
+    lm.build()
+    return lm
+
+
+def _nll(lm, tokens, targets, memory):
+    logits, _ = lm.call_with_memory(tokens, memory)
+    logprobs = ops.log_softmax(logits, axis=-1)
+    picked = ops.take_along_axis(logprobs, targets[..., None], axis=-1)
+    return -ops.mean(picked)
+
+
+@pytest.mark.torch_ok
+def test_gradient_into_the_memory_is_exactly_zero():
+    lm = _lm()
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 20, (2, 3)).astype("int32")
+    targets = rng.integers(0, 20, (2, 3)).astype("int32")
+    _, memory = lm.call_with_memory(rng.integers(0, 20, (2, 4)))
+    valid = memory["valid_length"]
+
+    def loss(memory_states):
+        return _nll(
+            lm,
+            tokens,
+            ops.convert_to_tensor(targets),
+            {"memory": memory_states, "valid_length": valid},
+        )
+
+    (grad,) = gradients(loss, [to_numpy(memory["memory"])])
+    assert grad.shape == (2, 2, 4, 8)
+    np.testing.assert_array_equal(grad, 0.0)
+    # ... while the memory does change the loss (so the zero is the
+    # stop-gradient, not a disconnected input).
+    empty = lm.backbone.initial_memory(2)
+    assert (
+        abs(
+            float(to_numpy(loss(memory["memory"])))
+            - float(
+                to_numpy(
+                    _nll(lm, tokens, ops.convert_to_tensor(targets), empty)
+                )
+            )
+        )
+        > 1e-4
+    )
+
+
+@pytest.mark.torch_ok
+def test_gradients_reach_u_and_v_of_every_layer():
+    lm = _lm()
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 20, (2, 3)).astype("int32")
+    targets = ops.convert_to_tensor(rng.integers(0, 20, (2, 3)).astype("int32"))
+    _, memory = lm.call_with_memory(rng.integers(0, 20, (2, 4)))
+    biases = []
+    for block in lm.backbone.transformer_layers:
+        biases += [block.attention.content_bias, block.attention.position_bias]
+    grads = variable_gradients(
+        lambda: _nll(lm, tokens, targets, memory), biases
+    )
+    for var, grad in zip(biases, grads):
+        assert np.abs(grad).max() > 1e-6, var.path
+
+
+@pytest.mark.torch_ok
+def test_every_weight_is_tracked_and_trainable():
+    lm = _lm(tie_weights=False)
+    backbone_count = len(lm.backbone.trainable_weights)
+    assert backbone_count > 0
+    # The output kernel and bias, on top of the backbone's.
+    assert len(lm.trainable_weights) == backbone_count + 2
+    # The carried memory is state, not a parameter.
+    assert all("memory" not in w.path for w in lm.trainable_weights)
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_save_and_load_give_the_same_logits(tmp_path, tie_weights):
+    lm = _lm(tie_weights=tie_weights)
+    tokens = np.random.default_rng(2).integers(0, 20, (3, 5))
+    expected, _ = lm.call_with_memory(tokens)
+    path = str(tmp_path / "lm.keras")
+    lm.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert loaded.get_config() == lm.get_config()
+    got, _ = loaded.call_with_memory(tokens)
+    np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-6)
+
+
+def test_tied_output_uses_the_embedding():
+    lm = _lm(tie_weights=True)
+    hidden = np.random.default_rng(3).normal(size=(1, 2, 8)).astype("float32")
+    table = to_numpy(lm.backbone.token_embedding.embeddings)
+    bias = to_numpy(lm.output_bias)
+    np.testing.assert_allclose(
+        to_numpy(lm.compute_logits(hidden)), hidden @ table.T + bias, atol=1e-5
+    )
+
+
+@pytest.mark.torch_ok
+def test_carried_memory_matches_explicit_memory():
+    lm = _lm()
+    rng = np.random.default_rng(4)
+    segments = rng.integers(0, 20, (3, 2, 4)).astype("int32")
+    memory = None
+    lm.reset_memory()
+    for tokens in segments:
+        explicit, memory = lm.call_with_memory(tokens, memory)
+        carried = lm(tokens)
+        np.testing.assert_allclose(
+            to_numpy(carried), to_numpy(explicit), atol=1e-5
+        )
+    lm.reset_memory()
+    fresh = lm(segments[0])
+    first, _ = lm.call_with_memory(segments[0])
+    np.testing.assert_allclose(to_numpy(fresh), to_numpy(first), atol=1e-5)
+
+
+def test_carried_memory_refuses_another_batch_size():
+    lm = _lm()
+    lm(np.zeros((2, 3), "int32"))
+    with pytest.raises(ValueError, match="batch size 2"):
+        lm(np.zeros((3, 3), "int32"))
+
+
+def test_mixed_bfloat16_logits_are_float32_and_finite():
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    lm = _lm()
+    logits, memory = lm.call_with_memory(np.zeros((2, 3), "int32"))
+    assert dtype_name(logits) == "float32"
+    assert dtype_name(memory["memory"]) == "float32"
+    assert np.all(np.isfinite(to_numpy(logits)))
+
+
+def test_backbone_must_be_a_transformer_xl_backbone():
+    with pytest.raises(ValueError, match="TransformerXLBackbone"):
+        TransformerXLCausalLM(keras.Sequential([]))
+
+
+def test_eager_call_checks_the_token_range():
+    with pytest.raises(ValueError, match="vocabulary_size=20"):
+        _lm()(np.array([[1, 25]], "int32"))

@@ -1,0 +1,174 @@
+"""Shared helpers of the test suite: fixtures on disk, gradients on each
+backend, and a round trip every layer must survive."""
+
+import os
+import tempfile
+from pathlib import Path
+
+import keras
+import numpy as np
+from keras import ops
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+FIXTURES = SHARED / "fixtures"
+DATA = SHARED / "data"
+
+
+def to_numpy(x):
+    return np.asarray(ops.convert_to_numpy(x))
+
+
+def dtype_name(x):
+    """'float32', 'bfloat16', ... of a tensor on any backend."""
+    return keras.backend.standardize_dtype(x.dtype)
+
+
+def gradients(loss_fn, tensors):
+    """d loss_fn(*tensors) / d tensors, on the current backend.
+
+    `loss_fn` takes backend tensors and returns a scalar. Trainable Keras
+    variables inside `loss_fn` are constants here.
+    """
+    backend = keras.config.backend()
+    tensors = [ops.convert_to_tensor(t) for t in tensors]
+    if backend == "jax":
+        import jax
+
+        grads = jax.grad(
+            lambda *a: loss_fn(*a), argnums=tuple(range(len(tensors)))
+        )(*tensors)
+        return [to_numpy(g) for g in grads]
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            for t in tensors:
+                tape.watch(t)
+            loss = loss_fn(*tensors)
+        grads = tape.gradient(loss, tensors)
+        return [
+            np.zeros(t.shape, "float32") if g is None else to_numpy(g)
+            for g, t in zip(grads, tensors)
+        ]
+    if backend == "torch":
+        import torch
+
+        tensors = [t.detach().clone().requires_grad_(True) for t in tensors]
+        loss = loss_fn(*tensors)
+        if not loss.requires_grad:  # every path to the inputs is stopped
+            return [np.zeros(t.shape, "float32") for t in tensors]
+        grads = torch.autograd.grad(loss, tensors, allow_unused=True)
+        return [
+            np.zeros(t.shape, "float32") if g is None else to_numpy(g)
+            for g, t in zip(grads, tensors)
+        ]
+    raise NotImplementedError(backend)
+
+
+def variable_gradients(loss_fn, variables):
+    """d loss_fn() / d variables (Keras variables), on the current backend."""
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax
+
+        def pure(values):
+            mapping = list(zip(variables, values))
+            with keras.StatelessScope(state_mapping=mapping):
+                return loss_fn()
+
+        grads = jax.grad(pure)([v.value for v in variables])
+        return [to_numpy(g) for g in grads]
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn()
+        grads = tape.gradient(loss, [v.value for v in variables])
+        return [
+            np.zeros(v.shape, "float32") if g is None else to_numpy(g)
+            for g, v in zip(grads, variables)
+        ]
+    if backend == "torch":
+        import torch
+
+        loss = loss_fn()
+        grads = torch.autograd.grad(
+            loss, [v.value for v in variables], allow_unused=True
+        )
+        return [
+            np.zeros(v.shape, "float32") if g is None else to_numpy(g)
+            for g, v in zip(grads, variables)
+        ]
+    raise NotImplementedError(backend)
+
+
+def run_layer_round_trip(
+    layer_cls,
+    init_kwargs,
+    inputs,
+    call_kwargs=None,
+    atol=1e-5,
+    mixed_precision=True,
+):
+    """The round trip every layer of the library must survive.
+
+    1. `from_config(get_config())` gives the same config.
+    2. In a functional model, a `.keras` save and load gives the same
+       outputs on the same inputs.
+    3. The model trains one `fit` step (the loss is finite and some
+       trainable weight changes).
+    4. Under `mixed_bfloat16` and `mixed_float16` the outputs are finite and
+       in the policy's compute dtype.
+
+    Args:
+        layer_cls: the layer class.
+        init_kwargs: constructor arguments.
+        inputs: list of numpy arrays, the layer's positional call inputs
+            (the first one sets the batch size).
+        call_kwargs: dict of non-tensor call arguments.
+    """
+    call_kwargs = call_kwargs or {}
+    layer = layer_cls(**init_kwargs)
+    config = layer.get_config()
+    clone = layer_cls.from_config(config)
+    assert clone.get_config() == config
+    for key, value in init_kwargs.items():
+        assert hasattr(layer, key), f"{layer_cls.__name__} lacks .{key}"
+
+    def make_model():
+        symbolic = [
+            keras.Input(shape=x.shape[1:], batch_size=x.shape[0], dtype=x.dtype)
+            for x in inputs
+        ]
+        out = layer_cls(**init_kwargs)(*symbolic, **call_kwargs)
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        return keras.Model(symbolic, out)
+
+    model = make_model()
+    expected = to_numpy(model(inputs))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_allclose(to_numpy(loaded(inputs)), expected, atol=atol)
+
+    if model.trainable_weights:
+        before = [to_numpy(w).copy() for w in model.trainable_weights]
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        target = np.random.default_rng(0).normal(size=expected.shape)
+        loss = model.train_on_batch(inputs, target.astype("float32"))
+        assert np.isfinite(loss)
+        after = [to_numpy(w) for w in model.trainable_weights]
+        assert any(not np.allclose(a, b) for a, b in zip(before, after))
+
+    if mixed_precision:
+        for policy in ("mixed_bfloat16", "mixed_float16"):
+            keras.config.set_dtype_policy(policy)
+            try:
+                out = make_model()(inputs)
+                compute = layer_cls(**init_kwargs).compute_dtype
+                assert dtype_name(out) == compute, (policy, out.dtype)
+                assert np.all(np.isfinite(to_numpy(ops.cast(out, "float32"))))
+            finally:
+                keras.config.set_dtype_policy("float32")
