@@ -101,6 +101,30 @@ def training_flops_per_token(**preset):
     return 3 * forward_flops_per_token(**preset)
 
 
+def make_backbone(preset, dtype="float32", dropout=0.0):
+    """A `TransformerXLBackbone` of a preset's dimensions."""
+    from keras_txl.models import TransformerXLBackbone
+
+    return TransformerXLBackbone(
+        vocabulary_size=preset["vocabulary_size"],
+        num_layers=preset["num_layers"],
+        num_heads=preset["num_heads"],
+        hidden_dim=preset["hidden_dim"],
+        head_dim=preset["head_dim"],
+        intermediate_dim=preset["intermediate_dim"],
+        memory_length=preset["memory_length"],
+        dropout=dropout,
+        dtype=dtype,
+    )
+
+
+def save_figure(fig, path):
+    """Lays out and writes a matplotlib figure, creating its folder."""
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
 def peak_rss_mib():
     """Peak resident memory of this process, MiB (Linux: ru_maxrss KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -188,17 +212,23 @@ def ordered_segments(tokens, batch_size, segment_length):
 
     stream_length = (len(tokens) - 1) // batch_size
     streams = np.stack(
-        [tokens[b * stream_length : (b + 1) * stream_length + 1]
-         for b in range(batch_size)]
+        [
+            tokens[b * stream_length : (b + 1) * stream_length + 1]
+            for b in range(batch_size)
+        ]
     )  # (batch, stream_length + 1)
     num_batches = (stream_length) // segment_length
     x = np.stack(
-        [streams[:, i * segment_length : (i + 1) * segment_length]
-         for i in range(num_batches)]
+        [
+            streams[:, i * segment_length : (i + 1) * segment_length]
+            for i in range(num_batches)
+        ]
     )
     y = np.stack(
-        [streams[:, i * segment_length + 1 : (i + 1) * segment_length + 1]
-         for i in range(num_batches)]
+        [
+            streams[:, i * segment_length + 1 : (i + 1) * segment_length + 1]
+            for i in range(num_batches)
+        ]
     )
     return x, y
 

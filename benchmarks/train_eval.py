@@ -20,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 
 from benchmarks import common  # noqa: E402
+from benchmarks import roofline  # noqa: E402
 
 
 class StepClock(keras.callbacks.Callback):
@@ -49,6 +50,17 @@ class StepClock(keras.callbacks.Callback):
     def on_test_batch_end(self, batch, logs=None):
         self._record(batch, logs)
 
+    def step_stats(self, warmup):
+        """Median and largest wall time of one execution after warmup, ms:
+        a recompilation between segments would show as a large maximum."""
+        times = [
+            t1 - t0
+            for (s, t0), t1 in zip(zip(self.steps, self.times), self.times[1:])
+            if s + 1 >= warmup
+        ]
+        times.sort()
+        return 1000 * times[len(times) // 2], 1000 * times[-1]
+
     def rates(self, warmup):
         """(steps per wall second, steps per process-CPU second) after the
         first `warmup` steps (compilation). The second is what the steps
@@ -69,20 +81,9 @@ class StepClock(keras.callbacks.Callback):
 
 
 def build_model(preset, dtype, dropout, jit_compile, steps_per_execution):
-    from keras_txl.models import TransformerXLBackbone
     from keras_txl.models import TransformerXLCausalLM
 
-    backbone = TransformerXLBackbone(
-        vocabulary_size=preset["vocabulary_size"],
-        num_layers=preset["num_layers"],
-        num_heads=preset["num_heads"],
-        hidden_dim=preset["hidden_dim"],
-        head_dim=preset["head_dim"],
-        intermediate_dim=preset["intermediate_dim"],
-        memory_length=preset["memory_length"],
-        dropout=dropout,
-        dtype=dtype,
-    )
+    backbone = common.make_backbone(preset, dtype, dropout)
     lm = TransformerXLCausalLM(backbone)
     lm.compile(
         optimizer=keras.optimizers.Adam(2.5e-4, clipnorm=0.25),
@@ -97,7 +98,9 @@ def parse_jit(value):
 
 
 def main(argv=None):
-    parser = common.add_common_args(argparse.ArgumentParser(description=__doc__))
+    parser = common.add_common_args(
+        argparse.ArgumentParser(description=__doc__)
+    )
     parser.add_argument("--jit", default="auto", help="auto | true | false")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
@@ -106,6 +109,13 @@ def main(argv=None):
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument(
         "--mode", default="both", choices=["train", "eval", "both"]
+    )
+    parser.add_argument(
+        "--roofline-seconds",
+        type=float,
+        default=1.0,
+        help="time spent measuring matmul throughput in this process for "
+        "the model FLOP utilisation (0: skip)",
     )
     args = parser.parse_args(argv)
     preset = dict(common.PRESETS[args.preset])
@@ -125,6 +135,11 @@ def main(argv=None):
     repeat = -(-need // len(x))
     dataset = common.to_dataset(x, y, repeat=repeat)
 
+    matmul_dtype = "float32" if args.dtype == "float32" else "bfloat16"
+    peak = None
+    if args.roofline_seconds > 0:
+        peak = roofline.peak(matmul_dtype, args.roofline_seconds)
+        peak.pop("per_shape")
     lm = build_model(preset, args.dtype, args.dropout, jit, spe)
     result_base = {
         "benchmark": "train_eval",
@@ -147,8 +162,29 @@ def main(argv=None):
         total = time.perf_counter() - start
         steps_s, steps_cpu_s = clock.rates(warmup)
         tokens_s = steps_s * batch * length
+        tokens_cpu_s = steps_cpu_s * batch * length * cores
+        median_ms, max_ms = clock.step_stats(warmup)
+        utilisation = {}
+        if peak is not None:
+            utilisation = {
+                "matmul_dtype": matmul_dtype,
+                "matmul_gflops_per_s": peak["gflops_per_s"],
+                "matmul_gflops_per_cpu_s_x_cores": peak[
+                    "gflops_per_cpu_s_x_cores"
+                ],
+                # Model FLOP utilisation: achieved model FLOP/s over the
+                # matmul throughput measured in this process, in wall time
+                # and in CPU time (the latter holds when other processes
+                # share the cores).
+                "mfu": tokens_s * flops_per_token / 1e9 / peak["gflops_per_s"],
+                "mfu_cpu": tokens_cpu_s
+                * flops_per_token
+                / 1e9
+                / peak["gflops_per_cpu_s_x_cores"],
+            }
         common.emit(
             {
+                **utilisation,
                 **result_base,
                 "phase": phase,
                 "resolved_jit_compile": bool(lm.jit_compile),
@@ -156,12 +192,11 @@ def main(argv=None):
                 "tokens_per_s": tokens_s,
                 # What the steps would reach with all cores to themselves:
                 # tokens per CPU-second of this process x cores.
-                "tokens_per_cpu_s_x_cores": steps_cpu_s
-                * batch
-                * length
-                * cores,
+                "tokens_per_cpu_s_x_cores": tokens_cpu_s,
                 "cpu_share": steps_s / steps_cpu_s / cores,
                 "step_ms": 1000.0 / steps_s,
+                "median_execution_ms": median_ms,
+                "max_execution_ms": max_ms,
                 "flops_per_token": flops_per_token,
                 "gflops_per_s": tokens_s * flops_per_token / 1e9,
                 "first_steps_s": clock.times[0] - start,
