@@ -105,6 +105,14 @@ def _infer_batch_size(x, batch_size):
     return None
 
 
+def _tf_replicas(model):
+    """Replicas in sync of the model's `tf.distribute` strategy (else 1)."""
+    if keras.backend.backend() != "tensorflow":
+        return 1
+    strategy = getattr(model, "distribute_strategy", None)
+    return int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
+
+
 def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
     """Readies `model` and the data for carried memory.
 
@@ -125,6 +133,11 @@ def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
     """
     size = _infer_batch_size(x, batch_size)
     state = model.memory_state
+    # Under `tf.distribute` each replica carries the memory of its own rows:
+    # the state holds the per-replica batch (see `keras_txl.distribute`).
+    replicas = _tf_replicas(model)
+    if size is not None and size % replicas == 0:
+        size //= replicas
     if size is not None:
         if not state.has_state:
             model.build_memory(size)
@@ -136,7 +149,7 @@ def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
         and state.has_state
         and _static_batch_size(x) is None
     ):
-        x = guard_batch_size(x, state.batch_size)
+        x = guard_batch_size(x, state.batch_size * replicas)
     if isinstance(callbacks, keras.callbacks.CallbackList):
         return x, callbacks
     callbacks = list(callbacks or [])
