@@ -1,3 +1,5 @@
+import warnings
+
 import keras
 import keras_hub
 from keras import ops
@@ -7,7 +9,13 @@ from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import ensure_batch_size
+from keras_txl.utils.validation import in_vocabulary
 from keras_txl.utils.validation import is_concrete
+from keras_txl.utils.validation import is_dataset
+from keras_txl.utils.validation import shuffles
+from keras_txl.utils.validation import static_batch_size
+from keras_txl.utils.validation import with_batch_size
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -113,7 +121,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             name="output_bias", shape=(vocabulary_size,), initializer="zeros"
         )
         if isinstance(input_shape, dict):
-            input_shape = input_shape.get("token_ids")
+            # An explicit memory needs no carried one.
+            input_shape = (
+                None if "memory" in input_shape else input_shape["token_ids"]
+            )
         if input_shape is not None and len(input_shape) == 2:
             if input_shape[0] is not None:  # else built by the first batch
                 self.memory_state.build(input_shape[0])
@@ -125,6 +136,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         shape = (config or {}).get("input_shape")
         if isinstance(shape, (list, tuple)) and len(shape) == 2:
             config = {**config, "input_shape": [None, shape[1]]}
+        elif isinstance(shape, dict):
+            shape = {key: [None, *value[1:]] for key, value in shape.items()}
+            config = {**config, "input_shape": shape}
         super().build_from_config(config)
 
     def build_memory(self, batch_size):
@@ -140,6 +154,57 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         self.train_function = None
         self.test_function = None
         self.predict_function = None
+
+    def fit(self, x=None, y=None, batch_size=None, **kwargs):
+        x = self._check_data(x, y, batch_size)
+        validation_data = kwargs.get("validation_data")
+        if is_dataset(validation_data):
+            kwargs["validation_data"] = self._check_data(
+                validation_data, name="validation_data"
+            )
+        elif isinstance(validation_data, (tuple, list)):
+            self._check_data(*validation_data[:2], name="validation_data")
+        return super().fit(x, y, batch_size=batch_size, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        if not kwargs.get("_use_cached_eval_dataset", False):
+            x = self._check_data(x, y, batch_size)
+        return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+
+    def predict(self, x=None, batch_size=None, **kwargs):
+        x = self._check_data(x, None, batch_size)
+        return super().predict(x, batch_size=batch_size, **kwargs)
+
+    def _check_data(self, x, y=None, batch_size=None, name="x"):
+        """Checks data for the carried memory before any step is traced:
+        token ids, one batch size (which builds the memory) and order.
+        Returns `x`, with a check of every batch's size when it is a
+        dataset without a static batch size."""
+        vocabulary_size = self.backbone.vocabulary_size
+        rows = static_batch_size(x, batch_size, vocabulary_size, name)
+        if y is not None and hasattr(y, "shape") and not is_dataset(y):
+            check_token_ids(y, vocabulary_size, name="y")
+        if is_dataset(x) and shuffles(x):
+            warnings.warn(
+                f"The dataset passed as `{name}` shuffles its elements (it "
+                "has a `.shuffle()`). The memory carried between batches "
+                "assumes that row b of each batch continues row b of the "
+                "batch before (`keras_txl.data.segment_dataset`): shuffled "
+                "segments give the model unrelated context. Shuffle only "
+                "before the text is cut into streams, if at all.",
+                stacklevel=3,
+            )
+        if rows is not None and not self.memory_state.has_state:
+            self.build_memory(rows)
+        elif rows is not None or is_dataset(x):
+            self.memory_state._check_batch(rows)  # raises, naming the fix
+        if is_dataset(x) and rows is None:
+            x = with_batch_size(
+                x,
+                self.memory_state.batch_size,
+                f"`{name}`: {self.memory_state.batch_size_message()}",
+            )
+        return x
 
     def compute_logits(self, hidden_states):
         """Float32 logits `(batch, T, vocabulary_size)` of hidden states."""
@@ -165,12 +230,28 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "valid_length": outputs["valid_length"],
             }
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
-        if is_concrete(token_ids):  # eager calls; fit feeds checked data
-            check_token_ids(token_ids, self.backbone.vocabulary_size)
+        vocabulary_size = self.backbone.vocabulary_size
+        # Dtype and rank always; the range of concrete ids (eager calls).
+        token_ids = check_token_ids(token_ids, vocabulary_size)
+        in_range = None
+        if not is_concrete(token_ids):
+            # Traced ids (fit, evaluate, predict) cannot raise on values.
+            # Out-of-range ids would be wrapped (negative), NaN (JAX) or an
+            # error (TensorFlow on CPU): look them up as id 0 and make
+            # their logits NaN, so the loss is NaN on every backend while
+            # the gradients and the carried memory stay finite.
+            in_range = in_vocabulary(token_ids, vocabulary_size)  # (b, T)
+            token_ids = ops.where(in_range, token_ids, 0)
         batch_size = token_ids.shape[0]
         if not self.memory_state.has_state and batch_size is not None:
             self.memory_state.build(batch_size)
         memory = self.memory_state.read(batch_size)
+        if batch_size is None:  # TensorFlow graphs: checked at run time
+            token_ids = ensure_batch_size(
+                token_ids,
+                self.memory_state.batch_size,
+                self.memory_state.batch_size_message(),
+            )
         outputs = self.backbone(
             {
                 "token_ids": ops.cast(token_ids, "int32"),
@@ -185,7 +266,29 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "valid_length": outputs["valid_length"],
             }
         )
-        return self.compute_logits(outputs["sequence_output"])
+        logits = self.compute_logits(outputs["sequence_output"])
+        if in_range is not None:
+            logits = ops.where(
+                in_range[..., None], logits, float("nan")
+            )  # (batch, T, V)
+        return logits
+
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        loss = super().compute_loss(
+            x, y, y_pred, sample_weight, training=training
+        )
+        if y is None or isinstance(y, dict) or len(y.shape) != 2:
+            return loss
+        vocabulary_size = self.backbone.vocabulary_size
+        if is_concrete(y):  # eager steps (torch): a clear error now
+            check_token_ids(y, vocabulary_size, name="y (the targets)")
+            return loss
+        # Targets out of range would score as 0 (JAX) or zeros (TensorFlow
+        # on GPU): make the loss NaN instead.
+        targets_ok = ops.all(in_vocabulary(y, vocabulary_size))
+        return ops.where(targets_ok, loss, float("nan"))
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment with an explicit memory.
