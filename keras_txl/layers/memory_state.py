@@ -21,6 +21,20 @@ class MemoryState(keras.layers.Layer):
     not parameters: it is never saved with the model's weights, so a saved
     model loads into a model of any batch size.
 
+    Under several replicas each replica carries the memory of its own rows
+    (its own streams of text):
+
+    - TensorFlow (`tf.distribute`): the variables are sync-on-read, so each
+      replica holds and updates its own copy, built with the PER-REPLICA
+      batch size (build under `strategy.scope()`). Read from outside the
+      replicas, they give replica 0's copy; `strategy.
+      experimental_local_results(state.memory.value)` gives every copy.
+    - JAX (`keras.distribution`): the variables hold the GLOBAL batch,
+      sharded along the distribution's batch axis like the input batches,
+      so each device keeps the rows it is fed. A `LayoutMap` entry for
+      `".*memory_state/memory"` (see
+      `keras_txl.distribute.memory_layout_map`) overrides that layout.
+
     Args:
         num_layers: int. Number of layers whose inputs are kept.
         memory_length: int >= 0. Number of slots `M`.
@@ -73,23 +87,52 @@ class MemoryState(keras.layers.Layer):
             self.memory_length,
             self.hidden_dim,
         )
-        self.memory = self.add_weight(
-            name="memory",
-            shape=shape,
-            initializer="zeros",
-            dtype="float32",
-            trainable=False,
-            autocast=False,
-        )
-        self.valid_length = self.add_weight(
-            name="valid_length",
-            shape=(self.batch_size,),
-            initializer="zeros",
-            dtype="int32",
-            trainable=False,
-            autocast=False,
+        self.memory = self._state_variable("memory", shape, "float32")
+        self.valid_length = self._state_variable(
+            "valid_length", (self.batch_size,), "int32"
         )
         self.built = True
+
+    def _state_variable(self, name, shape, dtype):
+        with keras.name_scope(self.name, caller=self):
+            return keras.Variable(
+                initializer="zeros",
+                shape=shape,
+                dtype=dtype,
+                trainable=False,
+                autocast=False,
+                # One copy per replica under `tf.distribute`, each updated
+                # by its own replica; read from outside: replica 0's copy
+                # (`"none"` cannot be read in the symbolic build).
+                synchronization="on_read",
+                aggregation="only_first_replica",
+                layout=self._state_layout(name, shape),
+                name=name,
+            )
+
+    def _state_layout(self, name, shape):
+        """Sharding of a state variable under a JAX `keras.distribution`:
+        the `LayoutMap` entry for its path, else the layout of a data batch
+        (rows split along the batch axis of the device mesh)."""
+        if keras.backend.backend() != "jax":
+            return None
+        distribution = keras.distribution.distribution()
+        if distribution is None:
+            return None
+        layout = distribution.get_tensor_layout(f"{self.path}/{name}")
+        if layout is not None:
+            return layout
+        mesh = distribution.device_mesh
+        shards = mesh.shape[mesh.axis_names.index(distribution.batch_dim_name)]
+        if shape[0] % shards:
+            raise ValueError(
+                f"The memory carried between batches has {shape[0]} rows "
+                f"(the global batch size), which the {shards} devices of "
+                f"the mesh axis '{distribution.batch_dim_name}' cannot "
+                "share evenly. Use a global batch size that is a multiple "
+                f"of {shards}."
+            )
+        return distribution.get_data_layout(shape)
 
     def _check_batch(self, batch_size):
         if not self.has_state:
@@ -115,7 +158,9 @@ class MemoryState(keras.layers.Layer):
             "rows. An ordered-segment pipeline keeps the batch size fixed "
             "(the batch axis is the streams of text): drop the remainder "
             "(`drop_remainder=True`), or use `call_with_memory` with an "
-            "explicit memory."
+            "explicit memory. Under `tf.distribute` each replica sees the "
+            "per-replica batch (global batch / replicas): build the memory "
+            "with it (`keras_txl.distribute` does)."
         )
 
     def read(self, batch_size=None):

@@ -5,11 +5,17 @@ import keras_hub
 import numpy as np
 from keras import ops
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_embedding import check_cutoffs
+from keras_txl.layers.differentiable_memory_cache import (
+    DifferentiableMemoryCache,
+)
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
 )
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
+from keras_txl.layers.transformer_xl_block import check_position_encoding
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_optional_positive_int
@@ -26,9 +32,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     """Transformer-XL decoder (Dai et al., 2019) with an explicit memory.
 
     A functional Keras model that holds no state. It embeds `token_ids`
-    (scaled by `sqrt(hidden_dim)`, as the authors' code), runs `num_layers`
-    `TransformerXLBlock`s with relative positions, each attending to its
-    memory, and returns the final hidden states and the new memory.
+    (scaled by `sqrt(hidden_dim)`, as the authors' code; with an
+    `AdaptiveEmbedding` when `cutoffs`, `div_val > 1` or an `embedding_dim`
+    other than `hidden_dim` is given, else a `keras.layers.Embedding`),
+    runs `num_layers` `TransformerXLBlock`s with relative positions, each
+    attending to its memory, and returns the final hidden states and the
+    new memory.
 
     Inputs, a dict:
         - `"token_ids"`: int tensor `(batch, T)`.
@@ -71,8 +80,33 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         layer_norm_epsilon: float. Epsilon of the layer normalizations.
         initializer_range: float. Standard deviation of the normal
             initializer of every weight (the authors' `init_std`, 0.02).
+        cutoffs: list of int or `None`. Adaptive input (the authors'
+            `cutoffs`): first token id of each tail cluster of
+            `AdaptiveEmbedding`. Token ids must be sorted by frequency.
+        div_val: int >= 1. Cluster `i` of the adaptive input has width
+            `embedding_dim // div_val**i` (the authors' `div_val`).
+        embedding_dim: int or `None`. Width of the token embedding
+            (`d_embed`), projected to `hidden_dim`; `None` means
+            `hidden_dim`.
         dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`). The
             memory stays float32.
+        position_encoding: ABLATION ONLY (`keras_txl.ablation`; Dai et
+            al., 2019, Table 6). `"relative"` (default): the paper's model.
+            `"absolute"`: sinusoidal encodings of the positions `0 ... T-1`
+            of the current segment added to the embeddings, and attention
+            without position terms: the setting that recurrence confuses
+            (every segment restarts at position 0, its memory too).
+            `"learned_relative"`: Shaw et al. (2018), learned embeddings of
+            distances clipped at `max_relative_distance`, added to keys and
+            values (see `LearnedRelativeMultiHeadAttention`).
+        max_relative_distance: int >= 0, only with `"learned_relative"`:
+            the largest distance with its own embedding.
+        stop_memory_gradient: bool. ABLATION ONLY. True (default): the
+            paper's SG(.), no gradient flows into the memory. False: the
+            memory is read and updated without stop-gradient
+            (`DifferentiableMemoryCache`), so that segments chained in one
+            graph backpropagate through each other (see
+            `keras_txl.ablation.UnrolledSegmentsLM`).
         **kwargs: other keyword arguments passed to `keras.Model`.
 
     Example:
@@ -107,7 +141,13 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         attention_dropout=0.0,
         layer_norm_epsilon=1e-5,
         initializer_range=0.02,
+        cutoffs=None,
+        div_val=1,
+        embedding_dim=None,
         dtype=None,
+        position_encoding="relative",
+        max_relative_distance=None,
+        stop_memory_gradient=True,
         **kwargs,
     ):
         vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
@@ -126,12 +166,23 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         pre_norm = check_bool("pre_norm", pre_norm)
         dropout = check_rate("dropout", dropout)
         attention_dropout = check_rate("attention_dropout", attention_dropout)
+        position_encoding, max_relative_distance = check_position_encoding(
+            position_encoding, max_relative_distance
+        )
+        stop_memory_gradient = check_bool(
+            "stop_memory_gradient", stop_memory_gradient
+        )
         if hidden_dim % 2:
             raise ValueError(
                 "`hidden_dim` must be even (the sinusoidal position "
                 f"embeddings are half sine, half cosine). Received: "
                 f"hidden_dim={hidden_dim}"
             )
+        cutoffs = check_cutoffs(cutoffs, vocabulary_size)
+        div_val = check_positive_int("div_val", div_val)
+        if embedding_dim is None:
+            embedding_dim = hidden_dim
+        embedding_dim = check_positive_int("embedding_dim", embedding_dim)
         initializer_range = check_positive_float(
             "initializer_range", initializer_range
         )
@@ -142,13 +193,26 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
-        self.token_embedding = keras.layers.Embedding(
-            vocabulary_size,
-            hidden_dim,
-            embeddings_initializer=initializer,
-            dtype=dtype,
-            name="token_embedding",
-        )
+        if cutoffs or div_val != 1 or embedding_dim != hidden_dim:
+            self.token_embedding = AdaptiveEmbedding(
+                vocabulary_size,
+                embedding_dim,
+                hidden_dim,
+                cutoffs=cutoffs,
+                div_val=div_val,
+                embeddings_initializer=initializer,
+                projection_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
+        else:
+            self.token_embedding = keras.layers.Embedding(
+                vocabulary_size,
+                hidden_dim,
+                embeddings_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
         self.position_embedding = RelativePositionEmbedding(
             hidden_dim,
             clamp_length=clamp_length,
@@ -173,6 +237,8 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=initializer,
                 bias_initializer=initializer,
+                position_encoding=position_encoding,
+                max_relative_distance=max_relative_distance,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -181,7 +247,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=dtype, name="output_dropout"
         )
-        self.memory_cache = MemoryCache(name="memory_cache")
+        if stop_memory_gradient:
+            self.memory_cache = MemoryCache(name="memory_cache")
+        else:
+            self.memory_cache = DifferentiableMemoryCache(name="memory_cache")
 
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -190,15 +259,25 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         )
         valid_length = keras.Input(shape=(), dtype="int32", name="valid_length")
 
-        # The paper's SG(.): no gradient flows into the previous segment.
-        read_memory = ops.stop_gradient(memory)  # (batch, L, M, hidden)
+        # The paper's SG(.): no gradient flows into the previous segment
+        # (unless the `stop_memory_gradient=False` ablation).
+        read_memory = memory  # (batch, L, M, hidden)
+        if stop_memory_gradient:
+            read_memory = ops.stop_gradient(memory)
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
-        position = self.position_embedding(
-            x, read_memory[:, 0]
-        )  # (M + T, hidden)
+        position = None  # The ablations' attention ignores it.
+        if position_encoding == "relative":
+            position = self.position_embedding(
+                x, read_memory[:, 0]
+            )  # (M + T, hidden)
+        elif position_encoding == "absolute":
+            # Rows hold distances T-1 ... 0: flipped, positions 0 ... T-1.
+            absolute = ops.flip(self.position_embedding(x), axis=0)  # (T, h)
+            x = x + ops.expand_dims(ops.cast(absolute, x.dtype), 0)
         x = self.embedding_dropout(x)
-        position = self.position_dropout(position)
+        if position is not None:
+            position = self.position_dropout(position)
         layer_inputs = [x]
         for i, block in enumerate(self.transformer_layers):
             x = block(
@@ -243,6 +322,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.cutoffs = cutoffs
+        self.div_val = div_val
+        self.embedding_dim = embedding_dim
+        self.position_encoding = position_encoding
+        self.max_relative_distance = max_relative_distance
+        self.stop_memory_gradient = stop_memory_gradient
 
     def initial_memory(self, batch_size, memory_length=None):
         """An empty memory: `memory_length` zero slots, none of them valid.
@@ -374,6 +459,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "attention_dropout": self.attention_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_range": self.initializer_range,
+                "cutoffs": list(self.cutoffs),
+                "div_val": self.div_val,
+                "embedding_dim": self.embedding_dim,
+                "position_encoding": self.position_encoding,
+                "max_relative_distance": self.max_relative_distance,
+                "stop_memory_gradient": self.stop_memory_gradient,
             }
         )
         return config

@@ -5,6 +5,8 @@ argument, the value received and what is allowed, so that a user can fix the
 call without reading the library's code.
 """
 
+import warnings
+
 import keras
 import numpy as np
 from keras import ops
@@ -161,40 +163,6 @@ def in_vocabulary(token_ids, vocabulary_size):
     )
 
 
-def ensure_batch_size(x, batch_size, message):
-    """Returns `x` after checking that its first dimension is `batch_size`.
-
-    A static dimension is checked now and raises `ValueError(message)`. A
-    dynamic one (a TensorFlow graph fed by a dataset without a static batch
-    size: JAX and torch shapes are always concrete) is checked when the
-    graph runs: TensorFlow then raises `InvalidArgumentError` with
-    `message` and the two sizes, instead of a shape error deep inside the
-    model.
-    """
-    size = x.shape[0]
-    if size is not None:
-        if size != batch_size:
-            raise ValueError(f"{message} Received a batch of size {size}.")
-        return x
-    if keras.config.backend() != "tensorflow":
-        return x
-    import tensorflow as tf  # only TensorFlow graphs have dynamic shapes
-
-    check = tf.debugging.assert_equal(
-        tf.shape(x)[0],
-        tf.constant(batch_size, tf.int32),
-        message=message,
-        summarize=1,
-    )
-    with tf.control_dependencies([check]):
-        x = tf.identity(x)
-    return tf.ensure_shape(x, [batch_size] + [None] * (len(x.shape) - 1))
-
-
-# Keras's default `batch_size` for arrays given to fit/evaluate/predict.
-_KERAS_DEFAULT_BATCH_SIZE = 32
-
-
 def is_dataset(x):
     """True for a `tf.data.Dataset` (duck-typed: no TensorFlow import)."""
     return hasattr(x, "element_spec") and hasattr(x, "_inputs")
@@ -222,94 +190,51 @@ def shuffles(dataset):
     return False
 
 
-def static_batch_size(x, batch_size=None, vocabulary_size=None, name="x"):
-    """The batch size that `fit`/`evaluate`/`predict` will feed, if known.
+def check_token_data(x, y=None, vocabulary_size=None):
+    """Checks what `fit`/`evaluate`/`predict` of a language model get,
+    before any step is traced (inside a step, values cannot raise):
 
-    Checks what can be checked before any step runs, so that errors name
-    the argument instead of surfacing inside a traced step:
+    - arrays (NumPy, tensors, or a dict with `"token_ids"`): dtype, rank
+      and range of the ids `x` and the targets `y`;
+    - a `tf.data.Dataset`: dtype and rank of its token ids' spec, and a
+      warning if it shuffles (carried memory needs ordered segments).
 
-    - arrays (NumPy, tensors; or a dict with `"token_ids"`): dtype, rank
-      and range of the token ids, and that the rows split into batches of
-      one size (a smaller last batch cannot meet the carried memory);
-    - a `tf.data.Dataset`: dtype and rank of its token ids' spec.
-
-    Args:
-        x: what was passed as `x`.
-        batch_size: the `batch_size` argument (arrays only; `None` is
-            Keras's default of 32).
-        vocabulary_size: int, for the range check of arrays.
-        name: the argument's name in messages.
-
-    Returns:
-        The number of rows of every batch, or `None` when it is not static
-        (a dataset without a static batch dimension, a generator).
+    Generators and other inputs pass: `call` checks every batch's dtype
+    and rank, and makes the loss of out-of-range ids NaN.
     """
     if isinstance(x, dict) and "memory" not in x:
         x = x.get("token_ids")
-        name = f"{name}['token_ids']"
-    if x is None or isinstance(x, dict):
-        return None
     if is_dataset(x):
-        spec = x.element_spec
-        if isinstance(spec, (tuple, list)):
-            spec = spec[0]
-        if isinstance(spec, dict):
-            if "memory" in spec:
-                return None
-            spec = spec.get("token_ids")
-        if spec is None or not hasattr(spec, "shape"):
-            return None
-        dtype = dtype_name(spec)
-        if "int" not in dtype or len(spec.shape) != 2:
-            raise TypeError(
-                f"The dataset passed as `{name}` must yield int token ids of "
-                "shape (batch, sequence_length), as "
-                "`keras_txl.data.segment_dataset` does. Its element spec "
-                f"gives dtype {dtype} and shape {tuple(spec.shape)}."
-            )
-        return spec.shape[0]
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        return None  # generators, PyDatasets: checked batch by batch
-    check_token_ids(x, vocabulary_size, name=name)
-    rows = int(x.shape[0])
-    batch_size = check_optional_positive_int("batch_size", batch_size)
-    batch_size = batch_size or _KERAS_DEFAULT_BATCH_SIZE
-    if rows > batch_size and rows % batch_size:
-        raise ValueError(
-            f"`{name}` has {rows} rows, which do not split into batches of "
-            f"batch_size={batch_size}: the last batch would have "
-            f"{rows % batch_size} rows, and the memory carried between "
-            f"batches needs one batch size. Pass {rows - rows % batch_size}"
-            f" rows, or a batch_size that divides {rows}."
+        _check_dataset(x)
+        return
+    for name, ids in (("x", x), ("y", y)):
+        if hasattr(ids, "shape") and hasattr(ids, "dtype"):
+            check_token_ids(ids, vocabulary_size, name=name)
+
+
+def _check_dataset(dataset):
+    if shuffles(dataset):
+        warnings.warn(
+            "The dataset passed as `x` shuffles its elements (it has a "
+            "`.shuffle()`). The memory carried between batches assumes "
+            "that row b of each batch continues row b of the batch before "
+            "(`keras_txl.data.segment_dataset`): shuffled segments give the "
+            "model unrelated context. Shuffle only before the text is cut "
+            "into streams, if at all.",
+            stacklevel=4,
         )
-    return min(rows, batch_size)
-
-
-def with_batch_size(dataset, batch_size, message):
-    """`dataset` with every batch checked to have `batch_size` rows.
-
-    For a `tf.data.Dataset` without a static batch dimension: the check
-    runs in the input pipeline (outside any compiled step, where XLA would
-    drop an assertion), raises `InvalidArgumentError` with `message` for
-    a batch of another size, and gives the elements a static batch
-    dimension.
-    """
-    import tensorflow as tf  # only called with a tf.data.Dataset
-
-    def check(tensor):
-        if not isinstance(tensor, tf.Tensor) or tensor.shape.rank == 0:
-            return tensor
-        ok = tf.debugging.assert_equal(
-            tf.shape(tensor)[0], batch_size, message=message, summarize=1
+    spec = dataset.element_spec
+    if isinstance(spec, (tuple, list)):
+        spec = spec[0]
+    if isinstance(spec, dict):
+        spec = None if "memory" in spec else spec.get("token_ids")
+    if spec is None or not hasattr(spec, "shape"):
+        return
+    dtype = dtype_name(spec)
+    if "int" not in dtype or len(spec.shape) != 2:
+        raise TypeError(
+            "The dataset passed as `x` must yield int token ids of shape "
+            "(batch, sequence_length), as `keras_txl.data.segment_dataset` "
+            f"does. Its element spec gives dtype {dtype} and shape "
+            f"{tuple(spec.shape)}."
         )
-        with tf.control_dependencies([ok]):
-            tensor = tf.identity(tensor)
-        return tf.ensure_shape(
-            tensor, [batch_size] + [None] * (tensor.shape.rank - 1)
-        )
-
-    def check_element(*element):
-        element = element[0] if len(element) == 1 else element
-        return tf.nest.map_structure(check, element)
-
-    return dataset.map(check_element)
