@@ -67,7 +67,9 @@ def test_evaluation_over_2000_segments_stays_flat(monkeypatch):
     assert int(dataset.cardinality()) == SEGMENTS
     probe = Probe([WARM_UP - 1, SEGMENTS - 1])
 
-    loss, _ = lm.evaluate(dataset, callbacks=[probe], verbose=0)
+    loss = lm.evaluate(dataset, callbacks=[probe], verbose=0, return_dict=True)[
+        "loss"
+    ]
 
     assert np.isfinite(loss)
     assert sorted(probe.samples) == [WARM_UP - 1, SEGMENTS - 1]

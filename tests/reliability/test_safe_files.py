@@ -8,8 +8,13 @@ numeric arrays, and loads with `safe_mode=True`.
 
 import io
 import json
+import os
 import pickle
+import subprocess
+import sys
+import time
 import zipfile
+from pathlib import Path
 
 import h5py
 import keras
@@ -20,10 +25,12 @@ import pytest
 from keras_txl import data
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
+from keras_txl.training import artifacts
 from tests.reliability.tiny import BACKBONE_KWARGS
 from tests.reliability.tiny import random_ids
 from tests.test_case import to_numpy
 
+REPOSITORY = Path(__file__).resolve().parents[2]
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 # Every pickle of protocol 2 to 5 starts with the PROTO opcode and its
 # version; protocols 0 and 1 are not valid JSON, text or HDF5 either.
@@ -126,3 +133,54 @@ def test_the_scan_finds_pickles_and_code(tmp_path):
         "assets/vocabulary.json: pickle",
         "assets/tokenizer.pkl: pickle",
     ]
+
+
+SAVE_FOREVER = """
+import sys
+
+import numpy as np
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+from keras_txl.training import artifacts
+from keras_txl.training import artifacts
+from tests.reliability.tiny import BACKBONE_KWARGS
+
+lm = TransformerXLCausalLM(TransformerXLBackbone(**BACKBONE_KWARGS))
+lm(np.zeros((2, 3), "int32"))
+artifacts.save_model(lm, sys.argv[1])
+print("saved", flush=True)
+while True:
+    artifacts.save_model(lm, sys.argv[1])
+"""
+
+
+@pytest.mark.slow
+def test_killing_a_save_mid_write_leaves_the_previous_model(tmp_path):
+    # `keras-txl train` saves through `artifacts.save_model`: a temporary
+    # file, then a rename. Kill a process while it writes that file.
+    child = subprocess.Popen(
+        [sys.executable, "-c", SAVE_FOREVER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        cwd=REPOSITORY,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+    )
+    try:
+        assert child.stdout.readline().strip() == b"saved"
+        deadline = time.monotonic() + 120
+        while not _temporaries(tmp_path):  # the next save has begun
+            assert time.monotonic() < deadline, "no second save started"
+        child.kill()
+    finally:
+        child.kill()
+        child.wait()
+    assert _temporaries(tmp_path), "the kill missed the write"
+    path = tmp_path / artifacts.MODEL_FILE
+    assert unsafe_entries(path) == []
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    logits, _ = loaded.call_with_memory(random_ids((2, 3)))
+    assert np.all(np.isfinite(to_numpy(logits)))
+
+
+def _temporaries(folder):
+    return [name for name in os.listdir(folder) if ".tmp" in name]
