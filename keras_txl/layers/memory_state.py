@@ -146,16 +146,22 @@ class MemoryState(keras.layers.Layer):
             )
         if batch_size is not None and batch_size != self.batch_size:
             raise ValueError(
-                "The memory carried between batches was built for batch "
-                f"size {self.batch_size}, but a batch of size {batch_size} "
-                "came in. An ordered-segment pipeline keeps the batch size "
-                "fixed (the batch axis is the streams of text): drop the "
-                "remainder (`drop_remainder=True`), or use "
-                "`call_with_memory` with an explicit memory. Under "
-                "`tf.distribute` each replica sees the per-replica batch "
-                "(global batch / replicas): build the memory with it "
-                "(`keras_txl.distribute` does)."
+                f"{self.batch_size_message()} Received a batch of size "
+                f"{batch_size}."
             )
+
+    def batch_size_message(self):
+        """What a batch of another size than the state's is told."""
+        return (
+            "The memory carried between batches was built for batch size "
+            f"{self.batch_size}: every batch must have {self.batch_size} "
+            "rows. An ordered-segment pipeline keeps the batch size fixed "
+            "(the batch axis is the streams of text): drop the remainder "
+            "(`drop_remainder=True`), or use `call_with_memory` with an "
+            "explicit memory. Under `tf.distribute` each replica sees the "
+            "per-replica batch (global batch / replicas): build the memory "
+            "with it (`keras_txl.distribute` does)."
+        )
 
     def read(self, batch_size=None):
         """The held memory as `{"memory", "valid_length"}` tensors."""

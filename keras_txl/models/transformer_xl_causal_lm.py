@@ -12,7 +12,9 @@ from keras_txl.training.bits_per_character import BitsPerCharacter
 from keras_txl.training.memory_carry import prepare_memory_carry
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import check_token_data
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import in_vocabulary
 from keras_txl.utils.validation import is_concrete
 
 
@@ -190,7 +192,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 initializer="zeros",
             )
         if isinstance(input_shape, dict):
-            input_shape = input_shape.get("token_ids")
+            # An explicit memory needs no carried one.
+            input_shape = (
+                None if "memory" in input_shape else input_shape["token_ids"]
+            )
         if input_shape is not None and len(input_shape) == 2:
             if input_shape[0] is not None:  # else built by the first batch
                 self.memory_state.build(input_shape[0])
@@ -209,6 +214,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         shape = (config or {}).get("input_shape")
         if isinstance(shape, (list, tuple)) and len(shape) == 2:
             config = {**config, "input_shape": [None, shape[1]]}
+        elif isinstance(shape, dict):
+            shape = {key: [None, *value[1:]] for key, value in shape.items()}
+            config = {**config, "input_shape": shape}
         super().build_from_config(config)
 
     def build_memory(self, batch_size):
@@ -260,8 +268,18 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "valid_length": outputs["valid_length"],
             }
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
-        if is_concrete(token_ids):  # eager calls; fit feeds checked data
-            check_token_ids(token_ids, self.backbone.vocabulary_size)
+        vocabulary_size = self.backbone.vocabulary_size
+        # Dtype and rank always; the range of concrete ids (eager calls).
+        token_ids = check_token_ids(token_ids, vocabulary_size)
+        in_range = None
+        if not is_concrete(token_ids):
+            # Traced ids (fit, evaluate, predict) cannot raise on values.
+            # Out-of-range ids would be wrapped (negative), NaN (JAX) or an
+            # error (TensorFlow on CPU): look them up as id 0 and make
+            # their logits NaN, so the loss is NaN on every backend while
+            # the gradients and the carried memory stay finite.
+            in_range = in_vocabulary(token_ids, vocabulary_size)  # (b, T)
+            token_ids = ops.where(in_range, token_ids, 0)
         batch_size = token_ids.shape[0]
         if not self.memory_state.has_state and batch_size is not None:
             self.memory_state.build(batch_size)
@@ -280,13 +298,41 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "valid_length": outputs["valid_length"],
             }
         )
-        return self.compute_logits(outputs["sequence_output"])
+        logits = self.compute_logits(outputs["sequence_output"])
+        if in_range is not None:
+            logits = ops.where(
+                in_range[..., None], logits, float("nan")
+            )  # (batch, T, V)
+            kept = self.__dict__.get("_adaptive_outputs")
+            if kept is not None:  # `compute_loss` pairs them by identity
+                object.__setattr__(self, "_adaptive_outputs", (logits, kept[1]))
+        return logits
 
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
     ):
         """The compiled loss; with an adaptive softmax and the default loss,
-        the per-cluster NLL of the hidden states that gave `y_pred`."""
+        the per-cluster NLL of the hidden states that gave `y_pred`. NaN
+        when traced token ids or targets lie outside the vocabulary."""
+        loss = self._compiled_loss(x, y, y_pred, sample_weight, training)
+        ok = None
+        for name, ids in (("x", x), ("y", y)):
+            if ids is None or isinstance(ids, dict) or len(ids.shape) != 2:
+                continue
+            if is_concrete(ids):  # eager steps (torch): a clear error now
+                check_token_ids(ids, self.backbone.vocabulary_size, name)
+                continue
+            # Out-of-range targets would score 0 (JAX) or zeros (TF GPU),
+            # and out-of-range ids were looked up as id 0 by `call`.
+            in_range = ops.all(
+                in_vocabulary(ids, self.backbone.vocabulary_size)
+            )
+            ok = in_range if ok is None else ops.logical_and(ok, in_range)
+        if ok is None:
+            return loss
+        return ops.where(ok, loss, float("nan"))
+
+    def _compiled_loss(self, x, y, y_pred, sample_weight, training):
         kept = self.__dict__.pop("_adaptive_outputs", None)
         loss = self.loss
         if (
@@ -448,6 +494,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             return args, kwargs  # The evaluation inside `fit`: ready.
         args = list(args)
         x = args[0] if args else kwargs.get("x")
+        y = args[1] if len(args) > 1 else kwargs.get("y")
+        check_token_data(x, y, self.backbone.vocabulary_size)
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
         x, kwargs["callbacks"] = prepare_memory_carry(
             self, x, batch_size, callbacks

@@ -5,6 +5,8 @@ argument, the value received and what is allowed, so that a user can fix the
 call without reading the library's code.
 """
 
+import warnings
+
 import keras
 import numpy as np
 from keras import ops
@@ -45,16 +47,17 @@ def check_rate(name, value):
     return float(value)
 
 
-def check_positive_float(name, value):
-    """Checks a finite float above zero (an epsilon, a standard deviation)."""
+def check_positive_float(name, value, maximum=1.0):
+    """Checks a float in (0, maximum] (an epsilon, a standard deviation):
+    larger ones overflow float32 or give non-finite weights."""
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float, np.integer, np.floating))
-        or not np.isfinite(value)
-        or value <= 0
+        or not 0 < value <= maximum  # False for NaN
     ):
         raise ValueError(
-            f"`{name}` must be a finite float > 0. Received: {name}={value!r}"
+            f"`{name}` must be a float in (0, {maximum}]. Received: "
+            f"{name}={value!r}"
         )
     return float(value)
 
@@ -133,6 +136,10 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
             f"`{name}` must have rank 2, shape (batch, sequence_length). "
             f"Received shape {shape}."
         )
+    if shape[0] == 0:
+        raise ValueError(
+            f"`{name}` must hold at least one sequence. Received shape {shape}."
+        )
     if is_concrete(token_ids):
         values = np.asarray(ops.convert_to_numpy(token_ids))
         if values.size:
@@ -145,3 +152,89 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
                     f"model with a larger `vocabulary_size`."
                 )
     return token_ids
+
+
+def in_vocabulary(token_ids, vocabulary_size):
+    """Boolean tensor, True where `0 <= token_ids < vocabulary_size`."""
+    token_ids = ops.convert_to_tensor(token_ids)
+    return ops.logical_and(
+        ops.greater_equal(token_ids, 0),
+        ops.less(token_ids, vocabulary_size),
+    )
+
+
+def is_dataset(x):
+    """True for a `tf.data.Dataset` (duck-typed: no TensorFlow import)."""
+    return hasattr(x, "element_spec") and hasattr(x, "_inputs")
+
+
+def shuffles(dataset):
+    """True if a `.shuffle()` is part of a `tf.data` pipeline.
+
+    Walks the (private, but long-stable) `_inputs()` graph of the dataset.
+    A shuffle before the text is cut into streams is harmless, but cannot
+    be told apart from one after: callers warn, they do not raise.
+    """
+    seen, stack = set(), [dataset]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if "Shuffle" in type(node).__name__:
+            return True
+        try:
+            stack.extend(node._inputs())
+        except Exception:  # not a tf.data node: nothing more to see
+            pass
+    return False
+
+
+def check_token_data(x, y=None, vocabulary_size=None):
+    """Checks what `fit`/`evaluate`/`predict` of a language model get,
+    before any step is traced (inside a step, values cannot raise):
+
+    - arrays (NumPy, tensors, or a dict with `"token_ids"`): dtype, rank
+      and range of the ids `x` and the targets `y`;
+    - a `tf.data.Dataset`: dtype and rank of its token ids' spec, and a
+      warning if it shuffles (carried memory needs ordered segments).
+
+    Generators and other inputs pass: `call` checks every batch's dtype
+    and rank, and makes the loss of out-of-range ids NaN.
+    """
+    if isinstance(x, dict) and "memory" not in x:
+        x = x.get("token_ids")
+    if is_dataset(x):
+        _check_dataset(x)
+        return
+    for name, ids in (("x", x), ("y", y)):
+        if hasattr(ids, "shape") and hasattr(ids, "dtype"):
+            check_token_ids(ids, vocabulary_size, name=name)
+
+
+def _check_dataset(dataset):
+    if shuffles(dataset):
+        warnings.warn(
+            "The dataset passed as `x` shuffles its elements (it has a "
+            "`.shuffle()`). The memory carried between batches assumes "
+            "that row b of each batch continues row b of the batch before "
+            "(`keras_txl.data.segment_dataset`): shuffled segments give the "
+            "model unrelated context. Shuffle only before the text is cut "
+            "into streams, if at all.",
+            stacklevel=4,
+        )
+    spec = dataset.element_spec
+    if isinstance(spec, (tuple, list)):
+        spec = spec[0]
+    if isinstance(spec, dict):
+        spec = None if "memory" in spec else spec.get("token_ids")
+    if spec is None or not hasattr(spec, "shape"):
+        return
+    dtype = dtype_name(spec)
+    if "int" not in dtype or len(spec.shape) != 2:
+        raise TypeError(
+            "The dataset passed as `x` must yield int token ids of shape "
+            "(batch, sequence_length), as `keras_txl.data.segment_dataset` "
+            f"does. Its element spec gives dtype {dtype} and shape "
+            f"{tuple(spec.shape)}."
+        )
