@@ -313,6 +313,11 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
             "valid_length": tf.zeros((batch_size,), tf.int32),
         }
 
+    if not lm.memory_state.has_state:
+        # Keras traces the model's own default signature while writing the
+        # archive; its carried-memory path needs a batch size. The exported
+        # signatures above do not read this state.
+        lm.build_memory(batch_size)
     archive = keras.export.ExportArchive()
     archive.track(lm)
     archive.add_endpoint(

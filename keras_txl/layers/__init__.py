@@ -2,6 +2,7 @@
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
+from keras_txl.layers.compressive_memory import CompressiveMemory
 from keras_txl.layers.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
@@ -20,6 +21,7 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [
+    "CompressiveMemory",
     "AdaptiveEmbedding",
     "AdaptiveSoftmax",
     "DifferentiableMemoryCache",

@@ -201,7 +201,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         # built by the first batch: a loaded model rebuilds without a
         # shape, so that it takes any batch size (also for the models of
         # `with_memory_length`, built by sharing weights).
-        return {"input_shape": None} if self.built else None
+        return {"input_shape": [None, None]} if self.built else None
 
     def build_from_config(self, config):
         # The build config records the batch size of the data last seen;
@@ -373,15 +373,20 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             )
         if not self.built:
             self.build()
+        adaptive = self.adaptive_softmax is not None
         other = TransformerXLCausalLM(
             self.backbone,
             tie_weights=self.tie_weights,
             memory_length=memory_length,
+            tie_projections=self.tie_projections if adaptive else None,
+            tail_capacity=self.tail_capacity if adaptive else None,
             preprocessor=self.preprocessor,
             name=f"{self.name}_memory_{memory_length}",
         )
         # Share the output layer: the same variables, not copies.
-        if self.adaptive_softmax is not None:
+        if adaptive:
+            # The unbuilt softmax of the constructor leaves the model.
+            other._tracker.untrack(other.adaptive_softmax)
             other.adaptive_softmax = self.adaptive_softmax
         else:
             other.output_bias = self.output_bias

@@ -10,11 +10,15 @@ from keras_txl.training.memory_carry import prepare_memory_carry
 from keras_txl.training.memory_reset import MemoryReset
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.schedules import warmup_cosine_schedule
+from keras_txl.training.step_history import StepHistory
+from keras_txl.training.training_checkpoint import TrainingCheckpoint
 
 __all__ = [
     "BatchCrossEntropy",
     "BitsPerCharacter",
     "MemoryReset",
+    "StepHistory",
+    "TrainingCheckpoint",
     "evaluate_bpc",
     "guard_batch_size",
     "prepare_memory_carry",

@@ -24,6 +24,13 @@ def _first_leaf(structure):
     return structure
 
 
+def _static_batch_size(dataset):
+    shape = _first_leaf(dataset.element_spec).shape
+    if shape.rank and shape[0] is not None:
+        return int(shape[0])
+    return None
+
+
 def guard_batch_size(dataset, batch_size):
     """Makes every batch of a `tf.data.Dataset` have `batch_size` rows,
     statically, and fails with a clear message at the first one that does
@@ -73,9 +80,9 @@ def guard_batch_size(dataset, batch_size):
 def _infer_batch_size(x, batch_size):
     """The batch size of `x`, or `None` if it cannot be known up front."""
     if _is_tf_dataset(x):
-        spec = _first_leaf(x.element_spec)
-        if spec.shape.rank and spec.shape[0] is not None:
-            return int(spec.shape[0])
+        static = _static_batch_size(x)
+        if static is not None:
+            return static
         for element in x.take(1):
             return int(_first_leaf(element).shape[0])
         return None
@@ -98,6 +105,14 @@ def _infer_batch_size(x, batch_size):
     return None
 
 
+def _tf_replicas(model):
+    """Replicas in sync of the model's `tf.distribute` strategy (else 1)."""
+    if keras.backend.backend() != "tensorflow":
+        return 1
+    strategy = getattr(model, "distribute_strategy", None)
+    return int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
+
+
 def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
     """Readies `model` and the data for carried memory.
 
@@ -118,14 +133,23 @@ def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
     """
     size = _infer_batch_size(x, batch_size)
     state = model.memory_state
+    # Under `tf.distribute` each replica carries the memory of its own rows:
+    # the state holds the per-replica batch (see `keras_txl.distribute`).
+    replicas = _tf_replicas(model)
+    if size is not None and size % replicas == 0:
+        size //= replicas
     if size is not None:
         if not state.has_state:
             model.build_memory(size)
         else:
             state._check_batch(size)  # Raises on another batch size.
-    if _is_tf_dataset(x) and keras.backend.backend() == "tensorflow":
-        if state.has_state:
-            x = guard_batch_size(x, state.batch_size)
+    if (
+        _is_tf_dataset(x)
+        and keras.backend.backend() == "tensorflow"
+        and state.has_state
+        and _static_batch_size(x) is None
+    ):
+        x = guard_batch_size(x, state.batch_size * replicas)
     if isinstance(callbacks, keras.callbacks.CallbackList):
         return x, callbacks
     callbacks = list(callbacks or [])

@@ -4,6 +4,8 @@ import keras
 import numpy as np
 import pytest
 
+from keras_txl.models import TransformerXLCausalLM
+from keras_txl.training import artifacts
 from keras_txl.training import evaluate_bpc
 
 from .helpers import explicit_loop
@@ -55,6 +57,24 @@ def test_evaluate_bpc_with_no_memory_and_a_longer_memory():
         assert result["perplexity"] == pytest.approx(np.exp(expected))
         results[memory_length] = result["loss"]
     assert abs(results[0] - results[2 * T]) > 1e-3
-    # The model's own memory length by default.
-    default = evaluate_bpc(lm, dataset)
-    assert default["memory_length"] == T
+
+
+@pytest.mark.torch_ok
+def test_with_memory_length_of_an_adaptive_model_saves_and_loads(tmp_path):
+    backbone = tiny_lm(40, T, cutoffs=[10, 25], div_val=2).backbone
+    lm = TransformerXLCausalLM(
+        backbone, tie_projections=False, tail_capacity=0.5
+    )
+    other = lm.with_memory_length(2 * T)
+    assert other.adaptive_softmax is lm.adaptive_softmax
+    assert (other.tie_projections, other.tail_capacity) == ([False] * 3, 0.5)
+    # One output layer, the shared one: no unbuilt copy left behind.
+    assert [layer.name for layer in other.layers].count("adaptive_softmax") == 1
+    tokens = np.arange(2 * T, dtype="int32").reshape(2, T) % 40
+    expected = keras.ops.convert_to_numpy(other.call_with_memory(tokens)[0])
+    artifacts.save_model(lm, tmp_path)
+    loaded = artifacts.load_model(tmp_path)
+    got = keras.ops.convert_to_numpy(
+        loaded.call_with_memory(tokens, lm.backbone.initial_memory(2, 2 * T))[0]
+    )
+    np.testing.assert_allclose(got, expected, atol=1e-5)
