@@ -21,14 +21,14 @@ from keras_txl.ablation.run import VARIANTS
 # The default budget: `keras-txl ablate` with no options (see
 # docs/ablations.md for its measured time).
 DEFAULTS = dict(
-    steps=300,
+    steps=1000,
     segment_length=32,
     batch_size=16,
     preset="small",
     seed=0,
     num_seeds=2,
     segments_per_step=2,
-    learning_rate=2e-3,
+    learning_rate=5e-3,
     eval_tokens=16384,
 )
 

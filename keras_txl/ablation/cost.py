@@ -126,7 +126,7 @@ def measure_step_cost(
     batch_size,
     segment_length,
     segments_per_step,
-    steps=5,
+    steps=20,
     seed=0,
     isolate=True,
 ):

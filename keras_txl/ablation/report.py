@@ -143,12 +143,13 @@ def markdown_report(results):
         lines += [
             "",
             "Cost of a training step (median of timed steps after two "
-            "warm-up steps, a fresh process each; XLA temp: the compiled "
-            "forward and backward pass, JAX only):",
+            "warm-up steps, a fresh process each; XLA temp: the buffers of "
+            "the compiled forward and backward pass, JAX only; the rise of "
+            "the resident memory is in the JSON):",
             "",
             "| run | segments in the graph | tokens | s / step | "
-            "ms / 1k tokens | peak RSS rise (MiB) | XLA temp (MiB) |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "ms / 1k tokens | XLA temp (MiB) |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         for name, row in cost.items():
             seconds = row["seconds_per_step"]
@@ -157,7 +158,6 @@ def markdown_report(results):
                 f"| {name} | {row['segments_per_step']} "
                 f"| {row['tokens_per_step']} "
                 f"| {seconds:.4f} | {per_k:.2f} "
-                f"| {_megabytes(row['peak_rss_increase_bytes'])} "
                 f"| {_megabytes(row['xla_temp_bytes'])} |"
             )
     return "\n".join(lines) + "\n"

@@ -150,7 +150,7 @@ def run_ablation(
     num_seeds=1,
     memory_length=None,
     segments_per_step=2,
-    learning_rate=2e-3,
+    learning_rate=5e-3,
     warmup_steps=None,
     memory_sweep=MEMORY_SWEEP,
     long_memory_length=None,
@@ -315,7 +315,7 @@ def run_ablation(
             lm, record = train(key, run_seed)
             training.setdefault(key, []).append(record)
         group = [name for name in RECL_GROUP if name in models]
-        if len(group) >= 2 and recl_ratios:
+        if group and recl_ratios:
             log(f"[seed {run_seed}] RECL of {group} at {recl_contexts}")
             losses = {
                 name: context_losses(

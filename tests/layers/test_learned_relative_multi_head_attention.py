@@ -75,7 +75,6 @@ def _reference(layer, x, memory, valid):
 @pytest.mark.parametrize(
     "T, M, valid, max_distance, value_embeddings, same_length",
     [
-        (4, 0, [0, 0], 2, True, False),
         (3, 5, [5, 2], 2, True, False),  # distances up to 7 clip at 2
         (3, 5, [5, 2], 10, False, False),  # no clipping, keys only
         (4, 3, [3, 1], 1, True, True),
