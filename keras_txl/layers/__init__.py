@@ -1,5 +1,6 @@
 """Layers of Transformer-XL, each usable in any Keras model."""
 
+from keras_txl.layers.compressive_memory import CompressiveMemory
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.layers.relative_multi_head_attention import (
@@ -12,6 +13,7 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [
+    "CompressiveMemory",
     "MemoryCache",
     "MemoryState",
     "RelativeMultiHeadAttention",
