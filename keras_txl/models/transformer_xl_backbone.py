@@ -4,6 +4,9 @@ import keras
 import keras_hub
 from keras import ops
 
+from keras_txl.layers.compressive_memory import CompressiveMemory
+from keras_txl.layers.compressive_memory import check_compression
+from keras_txl.layers.compressive_memory import check_loss_weight
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
@@ -14,6 +17,10 @@ from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import is_concrete
+
+_MEMORY_KEYS = ("memory", "valid_length")
+_COMPRESSED_KEYS = ("compressed_memory", "compressed_valid_length")
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -45,6 +52,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     only the default of `initial_memory()`. Evaluating with a longer memory
     than in training is the paper's setting.
 
+    Compressive memory (Rae et al., 2019; off by default): with
+    `compressed_memory_length = Mc > 0`, the states that fall out of the
+    memory are compressed at rate `compression_rate` into a second memory
+    of `Mc` slots (see `keras_txl.layers.CompressiveMemory`), and every
+    layer attends to `[compressed memory; memory; segment]`. The inputs and
+    outputs then also hold `"compressed_memory"` (float32
+    `(batch, num_layers, Mc, hidden_dim)`) and `"compressed_valid_length"`
+    (int32 `(batch,)`), and the outputs `"reconstruction_loss"` (float32
+    scalar, the attention-reconstruction loss of the segment). For
+    `compression="conv"` that loss, times `reconstruction_loss_weight`, is
+    added with `add_loss` in training.
+
     Args:
         vocabulary_size: int. Number of token ids.
         num_layers: int. Number of `TransformerXLBlock`s.
@@ -66,6 +85,14 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         layer_norm_epsilon: float. Epsilon of the layer normalizations.
         initializer_range: float. Standard deviation of the normal
             initializer of every weight (the authors' `init_std`, 0.02).
+        compressed_memory_length: int >= 0. Default compressed memory
+            length `Mc`; 0 (default) turns the compressive memory off.
+        compression_rate: int >= 1. Evicted states per compressed slot
+            (`c`); segments must be a multiple of it.
+        compression: `"mean"`, `"max"` or `"conv"`: how `c` states become
+            one slot.
+        reconstruction_loss_weight: float >= 0. Weight of the
+            attention-reconstruction loss (`"conv"` only).
         dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`). The
             memory stays float32.
         **kwargs: other keyword arguments passed to `keras.Model`.
@@ -102,6 +129,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         attention_dropout=0.0,
         layer_norm_epsilon=1e-5,
         initializer_range=0.02,
+        compressed_memory_length=0,
+        compression_rate=1,
+        compression="mean",
+        reconstruction_loss_weight=1.0,
         dtype=None,
         **kwargs,
     ):
@@ -121,6 +152,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         pre_norm = check_bool("pre_norm", pre_norm)
         dropout = check_rate("dropout", dropout)
         attention_dropout = check_rate("attention_dropout", attention_dropout)
+        compressed_memory_length = check_positive_int(
+            "compressed_memory_length",
+            compressed_memory_length,
+            allow_zero=True,
+        )
+        compression_rate = check_positive_int(
+            "compression_rate", compression_rate
+        )
+        compression = check_compression(compression)
+        reconstruction_loss_weight = check_loss_weight(
+            "reconstruction_loss_weight", reconstruction_loss_weight
+        )
         if hidden_dim % 2:
             raise ValueError(
                 "`hidden_dim` must be even (the sinusoidal position "
@@ -175,6 +218,15 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             dropout, dtype=dtype, name="output_dropout"
         )
         self.memory_cache = MemoryCache(name="memory_cache")
+        compressive = compressed_memory_length > 0
+        if compressive:
+            self.compressive_memory = CompressiveMemory(
+                compression_rate=compression_rate,
+                compression=compression,
+                reconstruction_loss_weight=reconstruction_loss_weight,
+                name="compressive_memory",
+            )
+            self.compressive_memory.use_attention_of(self.transformer_layers)
 
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -182,14 +234,39 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             shape=(num_layers, None, hidden_dim), dtype="float32", name="memory"
         )
         valid_length = keras.Input(shape=(), dtype="int32", name="valid_length")
+        inputs = {
+            "token_ids": token_ids,
+            "memory": memory,
+            "valid_length": valid_length,
+        }
 
         # The paper's SG(.): no gradient flows into the previous segment.
         read_memory = ops.stop_gradient(memory)  # (batch, L, M, hidden)
+        read_valid_length = valid_length
+        if compressive:
+            inputs["compressed_memory"] = keras.Input(
+                shape=(num_layers, None, hidden_dim),
+                dtype="float32",
+                name="compressed_memory",
+            )
+            inputs["compressed_valid_length"] = keras.Input(
+                shape=(), dtype="int32", name="compressed_valid_length"
+            )
+            # Both memories keep their valid slots last and the compressed
+            # one fills only once the memory is full: the concatenation is
+            # again "valid slots last".
+            read_memory = ops.concatenate(
+                [ops.stop_gradient(inputs["compressed_memory"]), read_memory],
+                axis=2,
+            )  # (batch, L, Mc + M, hidden)
+            read_valid_length = ops.add(
+                valid_length, inputs["compressed_valid_length"]
+            )  # (batch,)
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
         position = self.position_embedding(
             x, read_memory[:, 0]
-        )  # (M + T, hidden)
+        )  # (Mc + M + T, hidden)
         x = self.embedding_dropout(x)
         position = self.position_dropout(position)
         layer_inputs = [x]
@@ -198,7 +275,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 x,
                 position,
                 memory=read_memory[:, i],
-                memory_valid_length=valid_length,
+                memory_valid_length=read_valid_length,
             )  # (batch, T, hidden)
             layer_inputs.append(x)
         new_states = ops.stack(layer_inputs[:-1], axis=1)  # (b, L, T, hidden)
@@ -206,17 +283,26 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             memory, valid_length, new_states
         )  # (batch, L, M, hidden), (batch,)
         sequence_output = self.output_dropout(x)
+        outputs = {
+            "sequence_output": sequence_output,
+            "memory": new_memory,
+            "valid_length": new_valid_length,
+        }
+        if compressive:
+            (
+                outputs["compressed_memory"],
+                outputs["compressed_valid_length"],
+                outputs["reconstruction_loss"],
+            ) = self.compressive_memory(
+                memory,
+                valid_length,
+                new_states,
+                inputs["compressed_memory"],
+                inputs["compressed_valid_length"],
+            )  # (batch, L, Mc, hidden), (batch,), ()
         super().__init__(
-            inputs={
-                "token_ids": token_ids,
-                "memory": memory,
-                "valid_length": valid_length,
-            },
-            outputs={
-                "sequence_output": sequence_output,
-                "memory": new_memory,
-                "valid_length": new_valid_length,
-            },
+            inputs=inputs,
+            outputs=outputs,
             dtype=dtype,
             **kwargs,
         )
@@ -236,18 +322,36 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.compressed_memory_length = compressed_memory_length
+        self.compression_rate = compression_rate
+        self.compression = compression
+        self.reconstruction_loss_weight = reconstruction_loss_weight
 
-    def initial_memory(self, batch_size, memory_length=None):
+    @property
+    def memory_keys(self):
+        """The keys of a memory dict of this backbone."""
+        if self.compressed_memory_length:
+            return _MEMORY_KEYS + _COMPRESSED_KEYS
+        return _MEMORY_KEYS
+
+    def initial_memory(
+        self, batch_size, memory_length=None, compressed_memory_length=None
+    ):
         """An empty memory: `memory_length` zero slots, none of them valid.
 
         Args:
             batch_size: int. Number of examples (streams).
             memory_length: int >= 0 or `None` (the constructor's
                 `memory_length`).
+            compressed_memory_length: int >= 0 or `None` (the
+                constructor's). Used only when the compressive memory is on.
 
         Returns:
             A dict `{"memory": (batch, num_layers, M, hidden_dim) float32,
-            "valid_length": (batch,) int32}`.
+            "valid_length": (batch,) int32}`, plus `"compressed_memory"`
+            `(batch, num_layers, Mc, hidden_dim)` and
+            `"compressed_valid_length"` `(batch,)` when the compressive
+            memory is on.
         """
         batch_size = check_positive_int("batch_size", batch_size)
         if memory_length is None:
@@ -256,34 +360,36 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "memory_length", memory_length, allow_zero=True
         )
         shape = (batch_size, self.num_layers, memory_length, self.hidden_dim)
-        return {
+        memory = {
             "memory": ops.zeros(shape, dtype="float32"),
             "valid_length": ops.zeros((batch_size,), dtype="int32"),
         }
+        if self.compressed_memory_length:
+            if compressed_memory_length is None:
+                compressed_memory_length = self.compressed_memory_length
+            compressed_memory_length = check_positive_int(
+                "compressed_memory_length",
+                compressed_memory_length,
+                allow_zero=True,
+            )
+            shape = shape[:2] + (compressed_memory_length, self.hidden_dim)
+            memory["compressed_memory"] = ops.zeros(shape, dtype="float32")
+            memory["compressed_valid_length"] = ops.zeros(
+                (batch_size,), dtype="int32"
+            )
+        return memory
 
     def check_memory(self, memory, batch_size=None):
         """Raises a `ValueError` if `memory` does not fit this backbone."""
-        if not isinstance(memory, dict) or set(memory) != {
-            "memory",
-            "valid_length",
-        }:
+        if not isinstance(memory, dict) or set(memory) != set(self.memory_keys):
             got = sorted(memory) if isinstance(memory, dict) else type(memory)
             raise ValueError(
-                "`memory` must be a dict with keys 'memory' and "
-                f"'valid_length' (see `initial_memory()`). Received: {got}"
+                f"`memory` must be a dict with keys {list(self.memory_keys)} "
+                f"(see `initial_memory()`). Received: {got}"
             )
-        shape = tuple(memory["memory"].shape)
-        expected = (batch_size, self.num_layers, "M", self.hidden_dim)
-        ok = len(shape) == 4
-        ok = ok and shape[1] == self.num_layers and shape[3] == self.hidden_dim
-        if ok and batch_size is not None and shape[0] is not None:
-            ok = shape[0] == batch_size
-        if not ok:
-            raise ValueError(
-                "`memory['memory']` must have shape (batch, num_layers, M, "
-                f"hidden_dim) = {expected}. Received shape {shape}. Build it "
-                "with `backbone.initial_memory(batch_size)`."
-            )
+        if self.compressed_memory_length:
+            self._check_compressed_memory(memory, batch_size)
+        shape = self._check_states_shape(memory, "memory", "M", batch_size)
         dtype = str(memory["memory"].dtype)
         if "float" not in dtype:
             raise ValueError(
@@ -319,18 +425,53 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             memory = self.initial_memory(batch_size)
         self.check_memory(memory, batch_size)
         outputs = self(
-            {
-                "token_ids": ops.cast(token_ids, "int32"),
-                "memory": ops.cast(memory["memory"], "float32"),
-                "valid_length": ops.cast(memory["valid_length"], "int32"),
-            },
+            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
             training=training,
         )
-        new_memory = {
-            "memory": outputs["memory"],
-            "valid_length": outputs["valid_length"],
-        }
+        new_memory = {key: outputs[key] for key in self.memory_keys}
         return outputs["sequence_output"], new_memory
+
+    def _check_states_shape(self, memory, key, length_name, batch_size):
+        shape = tuple(memory[key].shape)
+        expected = (batch_size, self.num_layers, length_name, self.hidden_dim)
+        ok = len(shape) == 4
+        ok = ok and shape[1] == self.num_layers and shape[3] == self.hidden_dim
+        if ok and batch_size is not None and shape[0] is not None:
+            ok = shape[0] == batch_size
+        if not ok:
+            raise ValueError(
+                f"`memory['{key}']` must have shape (batch, num_layers, "
+                f"{length_name}, hidden_dim) = {expected}. Received shape "
+                f"{shape}. Build it with `backbone.initial_memory(batch_size)`."
+            )
+        return shape
+
+    def _check_compressed_memory(self, memory, batch_size):
+        shape = self._check_states_shape(
+            memory, "compressed_memory", "Mc", batch_size
+        )
+        valid = memory["compressed_valid_length"]
+        if tuple(valid.shape) != tuple(memory["valid_length"].shape):
+            raise ValueError(
+                "`memory['compressed_valid_length']` must have shape (batch,)"
+                f". Received shape {tuple(valid.shape)}."
+            )
+        if is_concrete(valid) and is_concrete(memory["valid_length"]):
+            held = ops.convert_to_numpy(valid)
+            filled = (
+                ops.convert_to_numpy(memory["valid_length"])
+                == (memory["memory"].shape[2])
+            )
+            if (held > shape[2]).any() or ((held > 0) & ~filled).any():
+                raise ValueError(
+                    "`memory['compressed_valid_length']` must be at most Mc "
+                    f"= {shape[2]}, and 0 wherever the memory is not full "
+                    "(the compressed memory fills only with states evicted "
+                    "from a full memory). Received compressed_valid_length="
+                    f"{held.tolist()}, valid_length="
+                    f"{ops.convert_to_numpy(memory['valid_length']).tolist()}"
+                    ". Pass the memory dict returned by the previous call."
+                )
 
     def get_config(self):
         config = super().get_config()
@@ -350,6 +491,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "attention_dropout": self.attention_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_range": self.initializer_range,
+                "compressed_memory_length": self.compressed_memory_length,
+                "compression_rate": self.compression_rate,
+                "compression": self.compression,
+                "reconstruction_loss_weight": self.reconstruction_loss_weight,
             }
         )
         return config
+
+
+def cast_memory(memory):
+    """A memory dict with float32 states and int32 valid lengths."""
+    return {
+        key: ops.cast(value, "int32" if "valid" in key else "float32")
+        for key, value in memory.items()
+    }

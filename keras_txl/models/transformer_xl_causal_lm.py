@@ -4,6 +4,7 @@ from keras import ops
 
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_backbone import cast_memory
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
@@ -25,6 +26,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
       ordered-segment dataset (row `b` of batch `i + 1` continues row `b`
       of batch `i`) see the text before them. The batch size is then fixed
       by the first batch. `reset_memory()` forgets the context.
+
+    With a compressive backbone (`compressed_memory_length > 0`) the memory
+    dicts also hold `"compressed_memory"` and `"compressed_valid_length"`,
+    the carried state holds the compressed memory too, and `fit` and
+    `evaluate` report the attention-reconstruction loss as the metric
+    `"reconstruction_loss"` (it enters the training loss only for
+    `compression="conv"`, weighted by the backbone's
+    `reconstruction_loss_weight`).
 
     The output layer is tied to the token embedding, with a bias, as in the
     authors' code (`tie_weights=True`), or has its own kernel.
@@ -86,9 +95,17 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             num_layers=backbone.num_layers,
             memory_length=self._state_memory_length,
             hidden_dim=backbone.hidden_dim,
+            compressed_memory_length=backbone.compressed_memory_length,
             name="memory_state",
         )
         self.dtype_policy = backbone.dtype_policy
+        if backbone.compressed_memory_length:
+            self.reconstruction_tracker = keras.metrics.Mean(
+                name="reconstruction_loss"
+            )
+            # The last carried call's loss, read by `compute_loss` in the
+            # same train/test step (as Keras keeps `_losses_override`).
+            self._reconstruction_loss = None
 
     @property
     def _state_memory_length(self):
@@ -142,11 +159,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     def call(self, inputs, training=None):
         if isinstance(inputs, dict) and "memory" in inputs:
             outputs = self.backbone(inputs, training=training)
-            return {
+            result = {
                 "logits": self.compute_logits(outputs["sequence_output"]),
-                "memory": outputs["memory"],
-                "valid_length": outputs["valid_length"],
             }
+            for key in self.backbone.memory_keys:
+                result[key] = outputs[key]
+            if "reconstruction_loss" in outputs:
+                result["reconstruction_loss"] = outputs["reconstruction_loss"]
+            return result
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
         if is_concrete(token_ids):  # eager calls; fit feeds checked data
             check_token_ids(token_ids, self.backbone.vocabulary_size)
@@ -155,27 +175,33 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             self.memory_state.build(batch_size)
         memory = self.memory_state.read(batch_size)
         outputs = self.backbone(
-            {
-                "token_ids": ops.cast(token_ids, "int32"),
-                "memory": memory["memory"],
-                "valid_length": memory["valid_length"],
-            },
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
             training=training,
         )
-        self.memory_state.write(
-            {
-                "memory": outputs["memory"],
-                "valid_length": outputs["valid_length"],
-            }
-        )
+        self.memory_state.write(outputs)
+        if "reconstruction_loss" in outputs:
+            self._reconstruction_loss = outputs["reconstruction_loss"]
         return self.compute_logits(outputs["sequence_output"])
+
+    def compute_loss(
+        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
+    ):
+        loss = super().compute_loss(
+            x, y, y_pred, sample_weight=sample_weight, training=training
+        )
+        reconstruction = getattr(self, "_reconstruction_loss", None)
+        if reconstruction is not None:
+            self._reconstruction_loss = None
+            self.reconstruction_tracker.update_state(reconstruction)
+        return loss
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment with an explicit memory.
 
         Args:
             token_ids: int tensor `(batch, T)`.
-            memory: `{"memory", "valid_length"}` from
+            memory: `{"memory", "valid_length"}` (plus the compressed
+                memory's keys for a compressive backbone) from
                 `backbone.initial_memory()` or the previous call; `None`
                 starts empty (length `backbone.memory_length`).
             training: bool. Dropout is active only when True.
@@ -190,16 +216,11 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory = self.backbone.initial_memory(batch_size)
         self.backbone.check_memory(memory, batch_size)
         outputs = self(
-            {
-                "token_ids": ops.cast(token_ids, "int32"),
-                "memory": ops.cast(memory["memory"], "float32"),
-                "valid_length": ops.cast(memory["valid_length"], "int32"),
-            },
+            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
             training=training,
         )
         return outputs["logits"], {
-            "memory": outputs["memory"],
-            "valid_length": outputs["valid_length"],
+            key: outputs[key] for key in self.backbone.memory_keys
         }
 
     def reset_memory(self):
