@@ -51,17 +51,17 @@ def gradients(loss_fn, tensors):
             for g, t in zip(grads, tensors)
         ]
     if backend == "torch":
+        import torch
+
         tensors = [t.detach().clone().requires_grad_(True) for t in tensors]
         loss = loss_fn(*tensors)
-        grads = []
-        for t in tensors:
-            (g,) = __import__("torch").autograd.grad(
-                loss, t, retain_graph=True, allow_unused=True
-            )
-            grads.append(
-                np.zeros(t.shape, "float32") if g is None else to_numpy(g)
-            )
-        return grads
+        if not loss.requires_grad:  # every path to the inputs is stopped
+            return [np.zeros(t.shape, "float32") for t in tensors]
+        grads = torch.autograd.grad(loss, tensors, allow_unused=True)
+        return [
+            np.zeros(t.shape, "float32") if g is None else to_numpy(g)
+            for g, t in zip(grads, tensors)
+        ]
     raise NotImplementedError(backend)
 
 

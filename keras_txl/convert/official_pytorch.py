@@ -16,6 +16,17 @@ The authors' code is `pytorch/mem_transformer.py` of kimiyoung/transformer-xl
 | `r_w_bias`, `r_r_bias` (shared by all layers)  | `[n_head, d_head]`   |
 | `crit.out_layers.0.{weight,bias}`              | `[n_token, d_embed]` |
 
+With adaptive input and softmax (`cutoffs`, `div_val`, `d_embed`), cluster
+`i` (of `n_token` ids split at `cutoffs`) has `word_emb.emb_layers.{i}.weight`
+`[size_i, d_embed // div_val**i]` and `word_emb.emb_projs.{i}`
+`[d_model, d_embed // div_val**i]` (with `div_val == 1`: one table of all
+ids, and one projection only if `d_embed != d_model`); the output has
+`crit.out_layers.{i}.{weight,bias}` (with `div_val == 1`: one, of all ids),
+`crit.out_projs.{i}` (none if `div_val == 1` and `d_embed == d_model`) and
+`crit.cluster_weight` `[len(cutoffs), d_embed]`, `crit.cluster_bias`.
+Tied weights (`tie_weight`, `tie_projs`) appear under both names; they are
+found by comparing the arrays.
+
 HuggingFace prefixes the model's names with `transformer.` and, with
 `untie_r=True`, keeps `r_w_bias`/`r_r_bias` per layer under
 `transformer.layers.{l}.dec_attn.`.
@@ -25,6 +36,7 @@ import json
 
 import numpy as np
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 
@@ -113,24 +125,10 @@ def from_official_pytorch(params, config, dtype=None):
         and memories as the PyTorch model in eval mode.
 
     Raises:
-        NotImplementedError: for adaptive input / softmax (`cutoffs`,
-            `div_val > 1` or `d_embed != d_model`).
         ValueError: for a missing or misshapen parameter.
     """
     config = normalize_config(config)
     params = _strip_prefix(dict(params))
-    if config["cutoffs"] or config["div_val"] != 1:
-        raise NotImplementedError(
-            "Adaptive input / adaptive softmax (`cutoffs`, `div_val`) is "
-            "not supported by this converter yet. Received: cutoffs="
-            f"{config['cutoffs']}, div_val={config['div_val']}."
-        )
-    if config["d_embed"] != config["d_model"]:
-        raise NotImplementedError(
-            "A projected embedding (`d_embed != d_model`) is not supported "
-            f"yet. Received: d_embed={config['d_embed']}, "
-            f"d_model={config['d_model']}."
-        )
     n_layer, n_head, d_head = (
         config["n_layer"],
         config["n_head"],
@@ -148,13 +146,45 @@ def from_official_pytorch(params, config, dtype=None):
         clamp_length=clamp if clamp is not None and clamp > 0 else None,
         same_length=bool(config["same_length"]),
         pre_norm=bool(config["pre_lnorm"]),
+        cutoffs=list(config["cutoffs"]),
+        div_val=config["div_val"],
+        embedding_dim=config["d_embed"],
         dtype=dtype,
     )
-    tied = "crit.out_layers.0.weight" not in params or np.array_equal(
-        _to_numpy(params["crit.out_layers.0.weight"]),
-        _to_numpy(params["word_emb.emb_layers.0.weight"]),
+
+    def tied(name, embedding_name):
+        """True when the output parameter `name` is absent or equals the
+        embedding's (the authors' state_dict repeats tied weights)."""
+        if name not in params or embedding_name not in params:
+            return name not in params
+        return np.array_equal(
+            _to_numpy(params[name]), _to_numpy(params[embedding_name])
+        )
+
+    adaptive = isinstance(backbone.token_embedding, AdaptiveEmbedding)
+    num_tables = 1 if config["div_val"] == 1 else len(config["cutoffs"]) + 1
+    tie_weights = all(
+        tied(f"crit.out_layers.{i}.weight", f"word_emb.emb_layers.{i}.weight")
+        for i in range(num_tables)
     )
-    lm = TransformerXLCausalLM(backbone, tie_weights=bool(tied))
+    tie_projections = None
+    if adaptive:
+        has_projections = (
+            config["div_val"] != 1 or config["d_embed"] != config["d_model"]
+        )
+        tie_projections = [
+            has_projections
+            and tied(
+                f"crit.out_projs.{i}",
+                f"word_emb.emb_projs.{0 if config['div_val'] == 1 else i}",
+            )
+            for i in range(len(config["cutoffs"]) + 1)
+        ]
+    lm = TransformerXLCausalLM(
+        backbone,
+        tie_weights=bool(tie_weights),
+        tie_projections=tie_projections,
+    )
     lm.build()
 
     def get(name, shape=None):
@@ -173,9 +203,19 @@ def from_official_pytorch(params, config, dtype=None):
         return value
 
     d_model, width = config["d_model"], n_head * d_head
-    backbone.token_embedding.embeddings.assign(
-        get("word_emb.emb_layers.0.weight", (config["n_token"], d_model))
-    )
+    if adaptive:
+        _load_adaptive(lm, get, config)
+    else:
+        backbone.token_embedding.embeddings.assign(
+            get("word_emb.emb_layers.0.weight", (config["n_token"], d_model))
+        )
+        if not tie_weights:
+            lm.output_kernel.assign(
+                get("crit.out_layers.0.weight", (config["n_token"], d_model)).T
+            )
+        lm.output_bias.assign(
+            get("crit.out_layers.0.bias", (config["n_token"],))
+        )
     for i, block in enumerate(backbone.transformer_layers):
         prefix = f"layers.{i}."
         attention = block.attention
@@ -229,9 +269,33 @@ def from_official_pytorch(params, config, dtype=None):
         block.feedforward_norm.beta.assign(
             get(prefix + "pos_ff.layer_norm.bias", (d_model,))
         )
-    if not tied:
-        lm.output_kernel.assign(
-            get("crit.out_layers.0.weight", (config["n_token"], d_model)).T
-        )
-    lm.output_bias.assign(get("crit.out_layers.0.bias", (config["n_token"],)))
     return lm
+
+
+def _load_adaptive(lm, get, config):
+    """Loads `AdaptiveEmbedding` and `AdaptiveSoftmax` weights. Projections
+    are `[d_model, dim]` in torch and `(dim, d_model)` here."""
+    embedding = lm.backbone.token_embedding
+    softmax = lm.adaptive_softmax
+    d_model = config["d_model"]
+    for i, table in enumerate(embedding.embeddings):
+        shape = tuple(table.shape)
+        table.assign(get(f"word_emb.emb_layers.{i}.weight", shape))
+        if not softmax.tie_weights:
+            softmax.kernels[i].assign(get(f"crit.out_layers.{i}.weight", shape))
+        softmax.biases[i].assign(get(f"crit.out_layers.{i}.bias", shape[:1]))
+    for i, projection in enumerate(embedding.projections):
+        projection.assign(
+            get(f"word_emb.emb_projs.{i}", (d_model, projection.shape[0])).T
+        )
+    for i, projection in enumerate(softmax.projections):
+        if projection is not None:  # not tied
+            projection.assign(
+                get(f"crit.out_projs.{i}", (d_model, projection.shape[0])).T
+            )
+    if softmax.cutoffs:
+        clusters = len(softmax.cutoffs)
+        softmax.cluster_kernel.assign(
+            get("crit.cluster_weight", (clusters, config["d_embed"]))
+        )
+        softmax.cluster_bias.assign(get("crit.cluster_bias", (clusters,)))

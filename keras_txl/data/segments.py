@@ -97,7 +97,7 @@ def segment_info(num_tokens, batch_size, sequence_length, drop_remainder=True):
     >>> info.num_batches, info.stream_length, info.dropped_tokens
     (4, 25, 16)
     """
-    if not isinstance(num_tokens, (int, np.integer)):
+    if hasattr(num_tokens, "__len__") and not isinstance(num_tokens, str):
         num_tokens = len(num_tokens)
     num_tokens = check_positive_int("num_tokens", num_tokens, allow_zero=True)
     batch_size = check_positive_int("batch_size", batch_size)

@@ -1,6 +1,14 @@
 """Layers of Transformer-XL, each usable in any Keras model."""
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.compressive_memory import CompressiveMemory
+from keras_txl.layers.differentiable_memory_cache import (
+    DifferentiableMemoryCache,
+)
+from keras_txl.layers.learned_relative_multi_head_attention import (
+    LearnedRelativeMultiHeadAttention,
+)
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.layers.relative_multi_head_attention import (
@@ -14,6 +22,10 @@ from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [
     "CompressiveMemory",
+    "AdaptiveEmbedding",
+    "AdaptiveSoftmax",
+    "DifferentiableMemoryCache",
+    "LearnedRelativeMultiHeadAttention",
     "MemoryCache",
     "MemoryState",
     "RelativeMultiHeadAttention",

@@ -21,6 +21,20 @@ class MemoryState(keras.layers.Layer):
     not parameters: it is never saved with the model's weights, so a saved
     model loads into a model of any batch size.
 
+    Under several replicas each replica carries the memory of its own rows
+    (its own streams of text):
+
+    - TensorFlow (`tf.distribute`): the variables are sync-on-read, so each
+      replica holds and updates its own copy, built with the PER-REPLICA
+      batch size (build under `strategy.scope()`). Read from outside the
+      replicas, they give replica 0's copy; `strategy.
+      experimental_local_results(state.memory.value)` gives every copy.
+    - JAX (`keras.distribution`): the variables hold the GLOBAL batch,
+      sharded along the distribution's batch axis like the input batches,
+      so each device keeps the rows it is fed. A `LayoutMap` entry for
+      `".*memory_state/memory"` (see
+      `keras_txl.distribute.memory_layout_map`) overrides that layout.
+
     Args:
         num_layers: int. Number of layers whose inputs are kept.
         memory_length: int >= 0. Number of slots `M`.
@@ -69,6 +83,15 @@ class MemoryState(keras.layers.Layer):
     def build(self, batch_size=None):
         if isinstance(batch_size, (tuple, list)):
             batch_size = batch_size[0]
+        if self.has_state and batch_size not in (None, self.batch_size):
+            raise ValueError(
+                "The memory carried between batches already exists for "
+                f"batch size {self.batch_size}; it cannot be rebuilt for "
+                f"batch_size={batch_size}. Build the model for the batch "
+                "size of your data once (a new model, or "
+                "`keras.saving.load_model` of a saved one, has no memory "
+                "yet), or use `call_with_memory` with an explicit memory."
+            )
         if self.has_state or batch_size is None:
             self.built = True
             return
@@ -79,23 +102,19 @@ class MemoryState(keras.layers.Layer):
             self.memory_length,
             self.hidden_dim,
         )
-        states = [("memory", shape), ("valid_length", shape[:1])]
+        self.memory = self._state_variable("memory", shape, "float32")
+        self.valid_length = self._state_variable(
+            "valid_length", (self.batch_size,), "int32"
+        )
         if self.compressed_memory_length:
-            compressed = shape[:2] + (self.compressed_memory_length,)
-            states += [
-                ("compressed_memory", compressed + shape[3:]),
-                ("compressed_valid_length", shape[:1]),
-            ]
-        for name, state_shape in states:
-            variable = self.add_weight(
-                name=name,
-                shape=state_shape,
-                initializer="zeros",
-                dtype="int32" if "valid" in name else "float32",
-                trainable=False,
-                autocast=False,
+            self.compressed_memory = self._state_variable(
+                "compressed_memory",
+                shape[:2] + (self.compressed_memory_length, shape[3]),
+                "float32",
             )
-            setattr(self, name, variable)
+            self.compressed_valid_length = self._state_variable(
+                "compressed_valid_length", (self.batch_size,), "int32"
+            )
         self.built = True
 
     def _state_variables(self):
@@ -103,6 +122,47 @@ class MemoryState(keras.layers.Layer):
         if self.compressed_memory_length:
             names += ["compressed_memory", "compressed_valid_length"]
         return {name: getattr(self, name) for name in names}
+
+    def _state_variable(self, name, shape, dtype):
+        with keras.name_scope(self.name, caller=self):
+            return keras.Variable(
+                initializer="zeros",
+                shape=shape,
+                dtype=dtype,
+                trainable=False,
+                autocast=False,
+                # One copy per replica under `tf.distribute`, each updated
+                # by its own replica; read from outside: replica 0's copy
+                # (`"none"` cannot be read in the symbolic build).
+                synchronization="on_read",
+                aggregation="only_first_replica",
+                layout=self._state_layout(name, shape),
+                name=name,
+            )
+
+    def _state_layout(self, name, shape):
+        """Sharding of a state variable under a JAX `keras.distribution`:
+        the `LayoutMap` entry for its path, else the layout of a data batch
+        (rows split along the batch axis of the device mesh)."""
+        if keras.backend.backend() != "jax":
+            return None
+        distribution = keras.distribution.distribution()
+        if distribution is None:
+            return None
+        layout = distribution.get_tensor_layout(f"{self.path}/{name}")
+        if layout is not None:
+            return layout
+        mesh = distribution.device_mesh
+        shards = mesh.shape[mesh.axis_names.index(distribution.batch_dim_name)]
+        if shape[0] % shards:
+            raise ValueError(
+                f"The memory carried between batches has {shape[0]} rows "
+                f"(the global batch size), which the {shards} devices of "
+                f"the mesh axis '{distribution.batch_dim_name}' cannot "
+                "share evenly. Use a global batch size that is a multiple "
+                f"of {shards}."
+            )
+        return distribution.get_data_layout(shape)
 
     def _check_batch(self, batch_size):
         if not self.has_state:
@@ -121,7 +181,10 @@ class MemoryState(keras.layers.Layer):
                 "came in. An ordered-segment pipeline keeps the batch size "
                 "fixed (the batch axis is the streams of text): drop the "
                 "remainder (`drop_remainder=True`), or use "
-                "`call_with_memory` with an explicit memory."
+                "`call_with_memory` with an explicit memory. Under "
+                "`tf.distribute` each replica sees the per-replica batch "
+                "(global batch / replicas): build the memory with it "
+                "(`keras_txl.distribute` does)."
             )
 
     def read(self, batch_size=None):
@@ -137,9 +200,16 @@ class MemoryState(keras.layers.Layer):
         }
 
     def write(self, memory):
-        """Stores the memory dict of `read()`'s keys for the next call."""
+        """Stores the memory dict of `read()`'s keys for the next call. A
+        dict without the compressed memory's keys empties the compressed
+        memory (still consistent: it may be empty at any time)."""
         for name, variable in self._state_variables().items():
-            variable.assign(ops.cast(memory[name], variable.dtype))
+            if name in memory:
+                variable.assign(ops.cast(memory[name], variable.dtype))
+            elif name.startswith("compressed"):
+                variable.assign(ops.zeros_like(variable.value))
+            else:
+                raise KeyError(f"The memory dict lacks '{name}'.")
 
     def reset(self):
         """Forgets everything: the next segment starts with no context."""

@@ -2,21 +2,31 @@ import math
 
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.compressive_memory import CompressiveMemory
 from keras_txl.layers.compressive_memory import check_compression
 from keras_txl.layers.compressive_memory import check_loss_weight
+from keras_txl.layers.differentiable_memory_cache import (
+    DifferentiableMemoryCache,
+)
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
 )
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
+from keras_txl.layers.transformer_xl_block import check_position_encoding
 from keras_txl.utils.validation import check_bool
+from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import dtype_name
 from keras_txl.utils.validation import is_concrete
 
 _MEMORY_KEYS = ("memory", "valid_length")
@@ -28,9 +38,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     """Transformer-XL decoder (Dai et al., 2019) with an explicit memory.
 
     A functional Keras model that holds no state. It embeds `token_ids`
-    (scaled by `sqrt(hidden_dim)`, as the authors' code), runs `num_layers`
-    `TransformerXLBlock`s with relative positions, each attending to its
-    memory, and returns the final hidden states and the new memory.
+    (scaled by `sqrt(hidden_dim)`, as the authors' code; with an
+    `AdaptiveEmbedding` when `cutoffs`, `div_val > 1` or an `embedding_dim`
+    other than `hidden_dim` is given, else a `keras.layers.Embedding`),
+    runs `num_layers` `TransformerXLBlock`s with relative positions, each
+    attending to its memory, and returns the final hidden states and the
+    new memory.
 
     Inputs, a dict:
         - `"token_ids"`: int tensor `(batch, T)`.
@@ -55,14 +68,15 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     Compressive memory (Rae et al., 2019; off by default): with
     `compressed_memory_length = Mc > 0`, the states that fall out of the
     memory are compressed at rate `compression_rate` into a second memory
-    of `Mc` slots (see `keras_txl.layers.CompressiveMemory`), and every
-    layer attends to `[compressed memory; memory; segment]`. The inputs and
-    outputs then also hold `"compressed_memory"` (float32
-    `(batch, num_layers, Mc, hidden_dim)`) and `"compressed_valid_length"`
-    (int32 `(batch,)`), and the outputs `"reconstruction_loss"` (float32
-    scalar, the attention-reconstruction loss of the segment). For
-    `compression="conv"` that loss, times `reconstruction_loss_weight`, is
-    added with `add_loss` in training.
+    of `Mc` slots (see `keras_txl.layers.CompressiveMemory` and
+    docs/compressive.md), and every layer attends to `[compressed memory;
+    memory; segment]`. The inputs and outputs then also hold
+    `"compressed_memory"` (float32 `(batch, num_layers, Mc, hidden_dim)`)
+    and `"compressed_valid_length"` (int32 `(batch,)`), and the outputs
+    `"reconstruction_loss"` (float32 scalar, the attention-reconstruction
+    loss of the segment). For `compression="conv"` that loss, times
+    `reconstruction_loss_weight`, is added with `add_loss` in training.
+    The compressed memory is always read and stored under stop-gradient.
 
     Args:
         vocabulary_size: int. Number of token ids.
@@ -85,6 +99,27 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         layer_norm_epsilon: float. Epsilon of the layer normalizations.
         initializer_range: float. Standard deviation of the normal
             initializer of every weight (the authors' `init_std`, 0.02).
+        cutoffs: list of int or `None`. Adaptive input (the authors'
+            `cutoffs`): first token id of each tail cluster of
+            `AdaptiveEmbedding`. Token ids must be sorted by frequency.
+        div_val: int >= 1. Cluster `i` of the adaptive input has width
+            `embedding_dim // div_val**i` (the authors' `div_val`).
+        embedding_dim: int or `None`. Width of the token embedding
+            (`d_embed`), projected to `hidden_dim`; `None` means
+            `hidden_dim`.
+        dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`). The
+            memory stays float32.
+        position_encoding: ABLATION ONLY (`keras_txl.ablation`; Dai et
+            al., 2019, Table 6). `"relative"` (default): the paper's model.
+            `"absolute"`: sinusoidal encodings of the positions `0 ... T-1`
+            of the current segment added to the embeddings, and attention
+            without position terms: the setting that recurrence confuses
+            (every segment restarts at position 0, its memory too).
+            `"learned_relative"`: Shaw et al. (2018), learned embeddings of
+            distances clipped at `max_relative_distance`, added to keys and
+            values (see `LearnedRelativeMultiHeadAttention`).
+        max_relative_distance: int >= 0, only with `"learned_relative"`:
+            the largest distance with its own embedding.
         compressed_memory_length: int >= 0. Default compressed memory
             length `Mc`; 0 (default) turns the compressive memory off.
         compression_rate: int >= 1. Evicted states per compressed slot
@@ -93,8 +128,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             one slot.
         reconstruction_loss_weight: float >= 0. Weight of the
             attention-reconstruction loss (`"conv"` only).
-        dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`). The
-            memory stays float32.
+        stop_memory_gradient: bool. ABLATION ONLY. True (default): the
+            paper's SG(.), no gradient flows into the memory. False: the
+            memory is read and updated without stop-gradient
+            (`DifferentiableMemoryCache`), so that segments chained in one
+            graph backpropagate through each other (see
+            `keras_txl.ablation.UnrolledSegmentsLM`).
         **kwargs: other keyword arguments passed to `keras.Model`.
 
     Example:
@@ -129,11 +168,17 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         attention_dropout=0.0,
         layer_norm_epsilon=1e-5,
         initializer_range=0.02,
+        cutoffs=None,
+        div_val=1,
+        embedding_dim=None,
+        dtype=None,
+        position_encoding="relative",
+        max_relative_distance=None,
+        stop_memory_gradient=True,
         compressed_memory_length=0,
         compression_rate=1,
         compression="mean",
         reconstruction_loss_weight=1.0,
-        dtype=None,
         **kwargs,
     ):
         vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
@@ -152,6 +197,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         pre_norm = check_bool("pre_norm", pre_norm)
         dropout = check_rate("dropout", dropout)
         attention_dropout = check_rate("attention_dropout", attention_dropout)
+        position_encoding, max_relative_distance = check_position_encoding(
+            position_encoding, max_relative_distance
+        )
+        stop_memory_gradient = check_bool(
+            "stop_memory_gradient", stop_memory_gradient
+        )
         compressed_memory_length = check_positive_int(
             "compressed_memory_length",
             compressed_memory_length,
@@ -170,21 +221,41 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"embeddings are half sine, half cosine). Received: "
                 f"hidden_dim={hidden_dim}"
             )
-        if not initializer_range > 0:
-            raise ValueError(
-                "`initializer_range` must be > 0. Received: "
-                f"initializer_range={initializer_range!r}"
-            )
+        cutoffs = check_cutoffs(cutoffs, vocabulary_size)
+        div_val = check_positive_int("div_val", div_val)
+        if embedding_dim is None:
+            embedding_dim = hidden_dim
+        embedding_dim = check_positive_int("embedding_dim", embedding_dim)
+        initializer_range = check_positive_float(
+            "initializer_range", initializer_range
+        )
+        layer_norm_epsilon = check_positive_float(
+            "layer_norm_epsilon", layer_norm_epsilon
+        )
+        check_float_policy("dtype", dtype)
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
-        self.token_embedding = keras.layers.Embedding(
-            vocabulary_size,
-            hidden_dim,
-            embeddings_initializer=initializer,
-            dtype=dtype,
-            name="token_embedding",
-        )
+        if cutoffs or div_val != 1 or embedding_dim != hidden_dim:
+            self.token_embedding = AdaptiveEmbedding(
+                vocabulary_size,
+                embedding_dim,
+                hidden_dim,
+                cutoffs=cutoffs,
+                div_val=div_val,
+                embeddings_initializer=initializer,
+                projection_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
+        else:
+            self.token_embedding = keras.layers.Embedding(
+                vocabulary_size,
+                hidden_dim,
+                embeddings_initializer=initializer,
+                dtype=dtype,
+                name="token_embedding",
+            )
         self.position_embedding = RelativePositionEmbedding(
             hidden_dim,
             clamp_length=clamp_length,
@@ -209,6 +280,8 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=initializer,
                 bias_initializer=initializer,
+                position_encoding=position_encoding,
+                max_relative_distance=max_relative_distance,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -217,7 +290,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=dtype, name="output_dropout"
         )
-        self.memory_cache = MemoryCache(name="memory_cache")
+        if stop_memory_gradient:
+            self.memory_cache = MemoryCache(name="memory_cache")
+        else:
+            self.memory_cache = DifferentiableMemoryCache(name="memory_cache")
         compressive = compressed_memory_length > 0
         if compressive:
             self.compressive_memory = CompressiveMemory(
@@ -240,8 +316,11 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "valid_length": valid_length,
         }
 
-        # The paper's SG(.): no gradient flows into the previous segment.
-        read_memory = ops.stop_gradient(memory)  # (batch, L, M, hidden)
+        # The paper's SG(.): no gradient flows into the previous segment
+        # (unless the `stop_memory_gradient=False` ablation).
+        read_memory = memory  # (batch, L, M, hidden)
+        if stop_memory_gradient:
+            read_memory = ops.stop_gradient(memory)
         read_valid_length = valid_length
         if compressive:
             inputs["compressed_memory"] = keras.Input(
@@ -264,11 +343,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             )  # (batch,)
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
-        position = self.position_embedding(
-            x, read_memory[:, 0]
-        )  # (Mc + M + T, hidden)
+        position = None  # The ablations' attention ignores it.
+        if position_encoding == "relative":
+            position = self.position_embedding(
+                x, read_memory[:, 0]
+            )  # (Mc + M + T, hidden)
+        elif position_encoding == "absolute":
+            # Rows hold distances T-1 ... 0: flipped, positions 0 ... T-1.
+            absolute = ops.flip(self.position_embedding(x), axis=0)  # (T, h)
+            x = x + ops.expand_dims(ops.cast(absolute, x.dtype), 0)
         x = self.embedding_dropout(x)
-        position = self.position_dropout(position)
+        if position is not None:
+            position = self.position_dropout(position)
         layer_inputs = [x]
         for i, block in enumerate(self.transformer_layers):
             x = block(
@@ -322,6 +408,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.cutoffs = cutoffs
+        self.div_val = div_val
+        self.embedding_dim = embedding_dim
+        self.position_encoding = position_encoding
+        self.max_relative_distance = max_relative_distance
+        self.stop_memory_gradient = stop_memory_gradient
         self.compressed_memory_length = compressed_memory_length
         self.compression_rate = compression_rate
         self.compression = compression
@@ -387,14 +479,13 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"`memory` must be a dict with keys {list(self.memory_keys)} "
                 f"(see `initial_memory()`). Received: {got}"
             )
-        if self.compressed_memory_length:
-            self._check_compressed_memory(memory, batch_size)
         shape = self._check_states_shape(memory, "memory", "M", batch_size)
-        dtype = str(memory["memory"].dtype)
+        dtype = dtype_name(memory["memory"])
         if "float" not in dtype:
-            raise ValueError(
-                "`memory['memory']` must be a float tensor (float32). "
-                f"Received dtype {dtype}."
+            raise TypeError(
+                "`memory['memory']` must be a float tensor (float32; other "
+                f"floats are cast). Received dtype {dtype}. Build it with "
+                "`backbone.initial_memory(batch_size)`."
             )
         valid_shape = tuple(memory["valid_length"].shape)
         if len(valid_shape) != 1 or (
@@ -406,30 +497,24 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "`memory['valid_length']` must have shape (batch,) = "
                 f"({shape[0]},). Received shape {valid_shape}."
             )
-
-    def call_with_memory(self, token_ids, memory=None, training=False):
-        """Runs one segment and returns its output and the next memory.
-
-        Args:
-            token_ids: int tensor `(batch, T)`.
-            memory: dict from `initial_memory()` or from the previous call;
-                `None` starts with an empty memory of the default length.
-            training: bool. Dropout is active only when True.
-
-        Returns:
-            A tuple `(sequence_output, new_memory)`.
-        """
-        check_token_ids(token_ids, self.vocabulary_size)
-        batch_size = token_ids.shape[0]
-        if memory is None:
-            memory = self.initial_memory(batch_size)
-        self.check_memory(memory, batch_size)
-        outputs = self(
-            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
-            training=training,
-        )
-        new_memory = {key: outputs[key] for key in self.memory_keys}
-        return outputs["sequence_output"], new_memory
+        valid_dtype = dtype_name(memory["valid_length"])
+        if "int" not in valid_dtype:
+            raise TypeError(
+                "`memory['valid_length']` must hold integers (int32), the "
+                f"number of valid memory slots. Received dtype {valid_dtype}."
+            )
+        valid_length = memory["valid_length"]
+        if is_concrete(valid_length) and shape[2] is not None:
+            values = np.asarray(ops.convert_to_numpy(valid_length))
+            if values.size and (values.min() < 0 or values.max() > shape[2]):
+                raise ValueError(
+                    "`memory['valid_length']` must lie in [0, M] for a "
+                    f"memory of M={shape[2]} slots. Received values in "
+                    f"[{values.min()}, {values.max()}]. Pass the "
+                    "`valid_length` returned with the memory."
+                )
+        if self.compressed_memory_length:
+            self._check_compressed_memory(memory, batch_size)
 
     def _check_states_shape(self, memory, key, length_name, batch_size):
         shape = tuple(memory[key].shape)
@@ -457,21 +542,48 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f". Received shape {tuple(valid.shape)}."
             )
         if is_concrete(valid) and is_concrete(memory["valid_length"]):
-            held = ops.convert_to_numpy(valid)
-            filled = (
+            held = np.asarray(ops.convert_to_numpy(valid))
+            valid_length = np.asarray(
                 ops.convert_to_numpy(memory["valid_length"])
-                == (memory["memory"].shape[2])
             )
-            if (held > shape[2]).any() or ((held > 0) & ~filled).any():
+            filled = valid_length == memory["memory"].shape[2]
+            if (
+                (held < 0).any()
+                or (held > shape[2]).any()
+                or ((held > 0) & ~filled).any()
+            ):
                 raise ValueError(
-                    "`memory['compressed_valid_length']` must be at most Mc "
-                    f"= {shape[2]}, and 0 wherever the memory is not full "
+                    "`memory['compressed_valid_length']` must lie in [0, Mc "
+                    f"= {shape[2]}], and be 0 wherever the memory is not full "
                     "(the compressed memory fills only with states evicted "
                     "from a full memory). Received compressed_valid_length="
-                    f"{held.tolist()}, valid_length="
-                    f"{ops.convert_to_numpy(memory['valid_length']).tolist()}"
-                    ". Pass the memory dict returned by the previous call."
+                    f"{held.tolist()}, valid_length={valid_length.tolist()}. "
+                    "Pass the memory dict returned by the previous call."
                 )
+
+    def call_with_memory(self, token_ids, memory=None, training=False):
+        """Runs one segment and returns its output and the next memory.
+
+        Args:
+            token_ids: int tensor `(batch, T)`.
+            memory: dict from `initial_memory()` or from the previous call;
+                `None` starts with an empty memory of the default length.
+            training: bool. Dropout is active only when True.
+
+        Returns:
+            A tuple `(sequence_output, new_memory)`.
+        """
+        token_ids = check_token_ids(token_ids, self.vocabulary_size)
+        batch_size = token_ids.shape[0]
+        if memory is None:
+            memory = self.initial_memory(batch_size)
+        self.check_memory(memory, batch_size)
+        outputs = self(
+            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
+            training=training,
+        )
+        new_memory = {key: outputs[key] for key in self.memory_keys}
+        return outputs["sequence_output"], new_memory
 
     def get_config(self):
         config = super().get_config()
@@ -491,6 +603,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "attention_dropout": self.attention_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "initializer_range": self.initializer_range,
+                "cutoffs": list(self.cutoffs),
+                "div_val": self.div_val,
+                "embedding_dim": self.embedding_dim,
+                "position_encoding": self.position_encoding,
+                "max_relative_distance": self.max_relative_distance,
+                "stop_memory_gradient": self.stop_memory_gradient,
                 "compressed_memory_length": self.compressed_memory_length,
                 "compression_rate": self.compression_rate,
                 "compression": self.compression,

@@ -1,10 +1,16 @@
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 
+from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import cast_memory
+from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.training.bits_per_character import BitsPerCharacter
+from keras_txl.training.memory_carry import prepare_memory_carry
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
@@ -25,7 +31,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
       `MemoryState` and attends to it, so consecutive batches of an
       ordered-segment dataset (row `b` of batch `i + 1` continues row `b`
       of batch `i`) see the text before them. The batch size is then fixed
-      by the first batch. `reset_memory()` forgets the context.
+      by the first batch. `reset_memory()` forgets the context; `fit`,
+      `evaluate` and `predict` add a `keras_txl.training.MemoryReset`
+      callback (unless given one) that does so at each epoch start and
+      before each evaluation and prediction.
+
+    `compile()` defaults to the paper's training: the mean negative
+    log-likelihood per token (nats) as the loss, Adam with global gradient
+    norm clipping at 0.25, and bits per character, perplexity and the last
+    batch's loss as metrics (`keras_txl.training.transformer_xl_optimizer`
+    adds the warmup and cosine schedule).
 
     With a compressive backbone (`compressed_memory_length > 0`) the memory
     dicts also hold `"compressed_memory"` and `"compressed_valid_length"`,
@@ -33,20 +48,46 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     `evaluate` report the attention-reconstruction loss as the metric
     `"reconstruction_loss"` (it enters the training loss only for
     `compression="conv"`, weighted by the backbone's
-    `reconstruction_loss_weight`).
+    `reconstruction_loss_weight`; see docs/compressive.md).
 
     The output layer is tied to the token embedding, with a bias, as in the
     authors' code (`tie_weights=True`), or has its own kernel.
     `ops.log_softmax(logits)` are the model's log-probabilities; logits are
     float32 under any dtype policy.
 
+    With an adaptive backbone (`cutoffs`, `div_val` or `embedding_dim`
+    set, so its `token_embedding` is an `AdaptiveEmbedding`), the output
+    layer is an `AdaptiveSoftmax` (`lm.adaptive_softmax`) and the "logits"
+    are its log-probabilities (`log_softmax` leaves them unchanged, so
+    samplers and the loss read them as logits). `fit` and `evaluate` then
+    train on the per-cluster negative log-likelihood of the targets, from
+    the hidden states, without the gradient of a `(batch, T, vocab)`
+    tensor, as long as the loss is the default (a
+    `SparseCategoricalCrossentropy(from_logits=True)` without
+    `ignore_class`); another loss gets the log-probabilities. Metrics
+    still read the full log-probabilities: compile with
+    `weighted_metrics=[]` to skip them (the compiled JAX step then does
+    not compute them).
+
     Args:
         backbone: a `TransformerXLBackbone`.
-        tie_weights: bool. Share the output kernel with the token embedding.
+        tie_weights: bool. Share the output kernel with the token embedding
+            (with an adaptive backbone: every cluster's kernel with its
+            embedding table, the authors' `tie_weight`).
         memory_length: int >= 0 or `None`. Length of the memory carried
             between batches; `None` uses `backbone.memory_length`. Evaluate
-            with a longer memory by building a second model on the same
-            backbone (see `with_memory_length`).
+            with a longer memory with `with_memory_length(M)`: a second
+            model on the same weights.
+        tie_projections: adaptive backbones only: bool, or one bool per
+            cluster (`len(cutoffs) + 1`): share the output projection of
+            each cluster with the embedding's (the authors' `tie_projs`).
+            `None` (default) ties all but cluster 0, as the authors'
+            training script does.
+        tail_capacity: adaptive backbones only: `None` or a float in
+            (0, 1], the `AdaptiveSoftmax` argument: the share of a batch's
+            tokens that each tail cluster scores in training (exact in any
+            case: a batch with more tokens in a cluster scores every
+            token). `None` scores every token.
         preprocessor: optional `keras_hub` preprocessor, kept for
             `generate()` on strings.
         **kwargs: other keyword arguments passed to `keras.Model`.
@@ -72,6 +113,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         backbone,
         tie_weights=True,
         memory_length=None,
+        tie_projections=None,
+        tail_capacity=None,
         preprocessor=None,
         **kwargs,
     ):
@@ -91,6 +134,35 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         self.memory_length = check_optional_positive_int(
             "memory_length", memory_length, allow_zero=True
         )
+        self.tie_projections = tie_projections
+        self.adaptive_softmax = None
+        if isinstance(backbone.token_embedding, AdaptiveEmbedding):
+            if tie_projections is None:
+                tie_projections = [False] + [True] * len(backbone.cutoffs)
+            self.adaptive_softmax = AdaptiveSoftmax(
+                vocabulary_size=backbone.vocabulary_size,
+                cutoffs=backbone.cutoffs,
+                div_val=backbone.div_val,
+                embedding=backbone.token_embedding,
+                tie_weights=self.tie_weights,
+                tie_projections=tie_projections,
+                tail_capacity=tail_capacity,
+                kernel_initializer=keras.initializers.RandomNormal(
+                    stddev=backbone.initializer_range
+                ),
+                dtype=backbone.dtype_policy,
+                name="adaptive_softmax",
+            )
+            # Stores the normalized value, one bool per cluster.
+            self.tie_projections = self.adaptive_softmax.tie_projections
+        elif tie_projections is not None or tail_capacity is not None:
+            raise ValueError(
+                "`tie_projections` and `tail_capacity` apply to adaptive "
+                "backbones only (built with `cutoffs`, `div_val` or "
+                f"`embedding_dim`). Received: tie_projections="
+                f"{tie_projections!r}, tail_capacity={tail_capacity!r}"
+            )
+        self.tail_capacity = tail_capacity
         self.memory_state = MemoryState(
             num_layers=backbone.num_layers,
             memory_length=self._state_memory_length,
@@ -103,9 +175,6 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             self.reconstruction_tracker = keras.metrics.Mean(
                 name="reconstruction_loss"
             )
-            # The last carried call's loss, read by `compute_loss` in the
-            # same train/test step (as Keras keeps `_losses_override`).
-            self._reconstruction_loss = None
 
     @property
     def _state_memory_length(self):
@@ -118,7 +187,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             return
         hidden_dim = self.backbone.hidden_dim
         vocabulary_size = self.backbone.vocabulary_size
-        if not self.tie_weights:
+        if self.adaptive_softmax is not None:
+            self.adaptive_softmax.build((None, None, hidden_dim))
+        elif not self.tie_weights:
             self.output_kernel = self.add_weight(
                 name="output_kernel",
                 shape=(hidden_dim, vocabulary_size),
@@ -126,23 +197,61 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                     stddev=self.backbone.initializer_range
                 ),
             )
-        self.output_bias = self.add_weight(
-            name="output_bias", shape=(vocabulary_size,), initializer="zeros"
-        )
+        if self.adaptive_softmax is None:
+            self.output_bias = self.add_weight(
+                name="output_bias",
+                shape=(vocabulary_size,),
+                initializer="zeros",
+            )
         if isinstance(input_shape, dict):
             input_shape = input_shape.get("token_ids")
         if input_shape is not None and len(input_shape) == 2:
-            self.memory_state.build(input_shape[0])
+            if input_shape[0] is not None:  # else built by the first batch
+                self.memory_state.build(input_shape[0])
         self.built = True
+
+    def get_build_config(self):
+        # The weights depend on no input shape, and the carried memory is
+        # built by the first batch: a loaded model rebuilds without a
+        # shape, so that it takes any batch size (also for the models of
+        # `with_memory_length`, built by sharing weights).
+        return {"input_shape": None} if self.built else None
+
+    def build_from_config(self, config):
+        # The build config records the batch size of the data last seen;
+        # a loaded model takes the batch size of the data it gets next.
+        shape = (config or {}).get("input_shape")
+        if isinstance(shape, (list, tuple)) and len(shape) == 2:
+            config = {**config, "input_shape": [None, shape[1]]}
+        super().build_from_config(config)
 
     def build_memory(self, batch_size):
         """Creates the memory carried between batches for `batch_size`
         streams. Needed only when the first batch has no static batch size
         (e.g. numpy arrays fed to `fit` on TensorFlow)."""
+        if self.memory_state.has_state:
+            self.memory_state.build(batch_size)  # raises on another size
+            return
         self.memory_state.build(batch_size)
+        # Functions traced before (e.g. by a `fit` that failed for want of
+        # a batch size) do not know the new variables: trace them again.
+        self.train_function = None
+        self.test_function = None
+        self.predict_function = None
 
     def compute_logits(self, hidden_states):
-        """Float32 logits `(batch, T, vocabulary_size)` of hidden states."""
+        """Float32 logits `(batch, T, vocabulary_size)` of hidden states
+        (log-probabilities with an adaptive softmax)."""
+        if self.adaptive_softmax is not None:
+            log_probs = self.adaptive_softmax(hidden_states)
+            # Kept for `compute_loss` in the same train/test step, which
+            # trains on the per-cluster NLL of these hidden states. A plain
+            # attribute, like the `add_loss` losses that Keras keeps on the
+            # layers between `call` and `compute_loss`.
+            object.__setattr__(
+                self, "_adaptive_outputs", (log_probs, hidden_states)
+            )
+            return log_probs
         if self.tie_weights:
             kernel = self.backbone.token_embedding.embeddings  # (V, hidden)
             equation = "btd,vd->btv"
@@ -180,20 +289,43 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         )
         self.memory_state.write(outputs)
         if "reconstruction_loss" in outputs:
-            self._reconstruction_loss = outputs["reconstruction_loss"]
+            # Kept for the metric that `compute_loss` updates in the same
+            # train/test step (a plain attribute, like `_adaptive_outputs`).
+            object.__setattr__(
+                self, "_reconstruction_loss", outputs["reconstruction_loss"]
+            )
         return self.compute_logits(outputs["sequence_output"])
 
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
     ):
-        loss = super().compute_loss(
-            x, y, y_pred, sample_weight=sample_weight, training=training
-        )
-        reconstruction = getattr(self, "_reconstruction_loss", None)
+        """The compiled loss; with an adaptive softmax and the default loss,
+        the per-cluster NLL of the hidden states that gave `y_pred`."""
+        reconstruction = self.__dict__.pop("_reconstruction_loss", None)
         if reconstruction is not None:
-            self._reconstruction_loss = None
             self.reconstruction_tracker.update_state(reconstruction)
-        return loss
+        kept = self.__dict__.pop("_adaptive_outputs", None)
+        loss = self.loss
+        if (
+            kept is None
+            or kept[0] is not y_pred
+            or y is None
+            or not isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+            or not loss.from_logits
+            or loss.ignore_class is not None
+        ):
+            return super().compute_loss(
+                x, y, y_pred, sample_weight, training=training
+            )
+        nll = self.adaptive_softmax(kept[1], y)  # (batch, T)
+        # The reduction (sample weights, masks, distribution) of the
+        # compiled loss, applied to the NLL.
+        total = _PerTokenLoss(reduction=loss.reduction, name="nll")(
+            y, nll, sample_weight
+        )
+        for extra in self.losses:
+            total = total + self._aggregate_additional_loss(extra)
+        return total
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment with an explicit memory.
@@ -207,10 +339,11 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             training: bool. Dropout is active only when True.
 
         Returns:
-            `(logits, new_memory)`: float32 logits `(batch, T, vocab)` and
-            the memory for the next segment.
+            `(logits, new_memory)`: float32 logits `(batch, T, vocab)`
+            (log-probabilities with an adaptive softmax) and the memory for
+            the next segment.
         """
-        check_token_ids(token_ids, self.backbone.vocabulary_size)
+        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.backbone.initial_memory(batch_size)
@@ -227,12 +360,421 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         """Forgets the memory carried between batches."""
         self.memory_state.reset()
 
+    def with_memory_length(self, memory_length):
+        """A model on the same weights that carries a memory of another
+        length, e.g. to evaluate with a longer memory than in training (the
+        paper's setting) or with none (`memory_length=0`).
+
+        The returned model shares the backbone and the output layer (a
+        change of the weights of one shows in the other) but has its own
+        memory, empty, whose batch size is set by its first batch. It is
+        compiled with the default loss and metrics if this model is
+        compiled.
+
+        Args:
+            memory_length: int >= 0. Length of the carried memory.
+
+        Returns:
+            A `TransformerXLCausalLM`.
+        """
+        memory_length = check_optional_positive_int(
+            "memory_length", memory_length, allow_zero=True
+        )
+        if memory_length is None:
+            raise ValueError(
+                "`memory_length` must be an integer >= 0. Received: None"
+            )
+        if not self.built:
+            self.build()
+        adaptive = self.adaptive_softmax is not None
+        other = TransformerXLCausalLM(
+            self.backbone,
+            tie_weights=self.tie_weights,
+            memory_length=memory_length,
+            tie_projections=self.tie_projections if adaptive else None,
+            tail_capacity=self.tail_capacity if adaptive else None,
+            preprocessor=self.preprocessor,
+            name=f"{self.name}_memory_{memory_length}",
+        )
+        # Share the output layer: the same variables, not copies.
+        if adaptive:
+            # The unbuilt softmax of the constructor leaves the model.
+            other._tracker.untrack(other.adaptive_softmax)
+            other.adaptive_softmax = self.adaptive_softmax
+        else:
+            other.output_bias = self.output_bias
+            if not self.tie_weights:
+                other.output_kernel = self.output_kernel
+        other.built = True
+        if self.compiled:
+            other.compile()
+        return other
+
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        *,
+        weighted_metrics="auto",
+        sampler="top_k",
+        **kwargs,
+    ):
+        """Configures the model for training, with the paper's defaults.
+
+        Args:
+            optimizer: `"auto"` (Adam, learning rate 2.5e-4, global
+                gradient-norm clipping 0.25, as the paper on enwik8) or a
+                Keras optimizer.
+            loss: `"auto"` (`SparseCategoricalCrossentropy(from_logits=
+                True)`: the mean negative log-likelihood per token, in
+                nats) or a Keras loss.
+            weighted_metrics: `"auto"` (`BitsPerCharacter`,
+                `keras_hub.metrics.Perplexity` and `BatchCrossEntropy`, all
+                weighted by tokens) or a list of metrics.
+            sampler: passed to `keras_hub.models.CausalLM.compile`.
+            **kwargs: passed to `keras.Model.compile`.
+        """
+        if optimizer == "auto":
+            optimizer = keras.optimizers.Adam(2.5e-4, global_clipnorm=0.25)
+        if loss == "auto":
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        if weighted_metrics == "auto":
+            weighted_metrics = [
+                BitsPerCharacter(),
+                keras_hub.metrics.Perplexity(from_logits=True),
+                BatchCrossEntropy(),
+            ]
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            weighted_metrics=weighted_metrics,
+            sampler=sampler,
+            **kwargs,
+        )
+
+    def _prepare_memory_carry(self, args, kwargs):
+        # Arguments are passed on as they came: the positional order of
+        # `keras_hub` tasks differs from `keras.Model`'s after `batch_size`.
+
+        callbacks = kwargs.get("callbacks")
+        if isinstance(callbacks, keras.callbacks.CallbackList):
+            return args, kwargs  # The evaluation inside `fit`: ready.
+        args = list(args)
+        x = args[0] if args else kwargs.get("x")
+        batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
+        x, kwargs["callbacks"] = prepare_memory_carry(
+            self, x, batch_size, callbacks
+        )
+        if args:
+            args[0] = x
+        else:
+            kwargs["x"] = x
+        validation_data = kwargs.get("validation_data")
+        if validation_data is not None and not isinstance(
+            validation_data, (tuple, list)
+        ):
+            kwargs["validation_data"], _ = prepare_memory_carry(
+                self, validation_data
+            )
+        return args, kwargs
+
+    def fit(self, *args, **kwargs):
+        """`fit` of `keras_hub` tasks, carrying the memory from batch to
+        batch.
+
+        Also builds the memory for the batch size of `x`, checks that it
+        stays the same (on every backend), and adds a `MemoryReset`
+        callback unless `callbacks` holds one. `validation_data` must have
+        the same batch size (it uses the same memory, reset before and put
+        back after); evaluate other batch sizes with `with_memory_length`.
+        """
+        args, kwargs = self._prepare_memory_carry(args, kwargs)
+        return super().fit(*args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        """`evaluate`, carrying the memory from batch to batch from an
+        empty one (see `fit`)."""
+        args, kwargs = self._prepare_memory_carry(args, kwargs)
+        return super().evaluate(*args, **kwargs)
+
+    def predict(self, *args, **kwargs):
+        """`predict`, carrying the memory from batch to batch from an empty
+        one (see `fit`). Returns float32 logits."""
+        args, kwargs = self._prepare_memory_carry(args, kwargs)
+        return super().predict(*args, **kwargs)
+
+    def generate(
+        self,
+        inputs,
+        max_length=None,
+        stop_token_ids="auto",
+        strip_prompt=False,
+        memory_length=None,
+        segment_length=None,
+    ):
+        """Generates tokens after prompts, reusing the memory.
+
+        The `keras_hub.models.CausalLM.generate()` of keras-hub, with two
+        more arguments. The prompt is run through the backbone in segments
+        of `segment_length` tokens, each attending to the memory of the
+        ones before it; then every new token is ONE step of length 1 that
+        attends to the memory: the cost of a token is `O(memory_length)`,
+        and the text before it is never recomputed. The memory is carried
+        as loop state (no variable is assigned), so this works under
+        `jit` on every backend. The sampler is the one given to
+        `compile(sampler=...)` (greedy, top-k, top-p, random, beam, ...).
+
+        Prompts of different lengths share a batch as keras-hub pads them:
+        on the right, with `padding_mask` True on prompt tokens. Prompt
+        tokens up to the shortest prompt are run in segments; from there
+        every row advances one token per step, keeping its own prompt
+        tokens until they run out (as keras-hub's samplers do), so padding
+        never enters the memory and every row's memory holds exactly the
+        tokens before it. Each prompt needs at least one token (a start
+        token, for instance); left-padded or empty prompts given as arrays
+        raise a `ValueError`.
+
+        With `memory_length >= max_length` (the default) every token
+        attends to the whole context: the tokens are those of a model
+        that recomputes the whole prefix at every step. A shorter memory
+        bounds the cost and the memory size: a token then attends to the
+        `memory_length` positions before it at every layer, as
+        Transformer-XL does in evaluation.
+
+        Args:
+            inputs: strings when a `preprocessor` is attached, otherwise a
+                dict `{"token_ids", "padding_mask"}` of `(batch,
+                max_length)` tensors, right-padded to the length to
+                generate to.
+            max_length: int. Length to generate to, when a `preprocessor`
+                pads the prompts (otherwise the padded length of `inputs`).
+            stop_token_ids: `"auto"` (the tokenizer's end token), `None`
+                or a tuple of token ids that end a row.
+            strip_prompt: bool. Return only the new tokens.
+            memory_length: int >= 1 or `None`. Memory slots of the
+                generation; `None` uses `max_length`, the whole context.
+            segment_length: int >= 1 or `None`. Length of the segments in
+                which the prompt is run; `None` uses 64.
+
+        Returns:
+            Like `keras_hub.models.CausalLM.generate()`: strings with a
+            `preprocessor`, otherwise `{"token_ids", "padding_mask"}`
+            where `padding_mask` is False after a row's stop token.
+
+        Example:
+
+        >>> import numpy as np
+        >>> backbone = TransformerXLBackbone(
+        ...     vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+        ...     head_dim=8, intermediate_dim=32, memory_length=8,
+        ... )
+        >>> lm = TransformerXLCausalLM(backbone)
+        >>> lm.compile(sampler="greedy")
+        >>> prompt = {
+        ...     "token_ids": np.array([[5, 6, 7, 0, 0, 0], [8, 9, 0, 0, 0, 0]]),
+        ...     "padding_mask": np.array([[1, 1, 1, 0, 0, 0],
+        ...                               [1, 1, 0, 0, 0, 0]], dtype=bool),
+        ... }
+        >>> out = lm.generate(prompt, stop_token_ids=None, memory_length=4)
+        >>> out["token_ids"].shape, out["token_ids"][:, 0].tolist()
+        ((2, 6), [5, 8])
+        """
+        options = (
+            check_optional_positive_int("memory_length", memory_length),
+            check_optional_positive_int("segment_length", segment_length),
+        )
+        backbone = self.backbone
+        if backbone.compressed_memory_length and backbone.compression_rate > 1:
+            raise ValueError(
+                "`generate()` feeds one token at a time, and a compressive "
+                "memory compresses segments of a multiple of "
+                f"`compression_rate` (={backbone.compression_rate}). Sample "
+                "with `call_with_memory` on such segments, or use a backbone "
+                "with compression_rate=1."
+            )
+        if isinstance(inputs, dict) and "padding_mask" in inputs:
+            _check_prompt_padding(inputs["padding_mask"])
+        if options != getattr(self, "_generate_options", (None, None)):
+            # The lengths are read when the generate function is traced.
+            self._generate_options = options
+            self.generate_function = None
+        if not self.built:
+            self.build()
+        return super().generate(
+            inputs,
+            max_length=max_length,
+            stop_token_ids=stop_token_ids,
+            strip_prompt=strip_prompt,
+        )
+
+    def _generate_segment(self, token_ids, memory):
+        """One backbone pass for generation: `(hidden, new_memory)`."""
+        outputs = self.backbone(
+            {"token_ids": token_ids, **memory}, training=False
+        )
+        new_memory = {key: outputs[key] for key in self.backbone.memory_keys}
+        return outputs["sequence_output"], new_memory
+
+    def generate_step(self, inputs, stop_token_ids=None):
+        """Generates one batch (compilable; called by `generate()`).
+
+        Args:
+            inputs: dict `{"token_ids", "padding_mask"}` of `(batch,
+                max_length)` tensors, prompts right-padded.
+            stop_token_ids: tuple of token ids that end a row, or `None`.
+
+        Returns:
+            A dict `{"token_ids", "padding_mask"}` of `(batch, max_length)`
+            tensors.
+        """
+        token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
+        padding_mask = ops.cast(inputs["padding_mask"], "bool")
+        batch_size, max_length = ops.shape(token_ids)
+        memory_length, segment_length = getattr(
+            self, "_generate_options", (None, None)
+        )
+        if memory_length is None:
+            memory_length = max_length
+        if segment_length is None:
+            segment_length = 64
+        if isinstance(max_length, int):
+            segment_length = min(segment_length, max_length)
+        memory = {
+            "memory": ops.zeros(
+                (
+                    batch_size,
+                    self.backbone.num_layers,
+                    memory_length,
+                    self.backbone.hidden_dim,
+                ),
+                dtype="float32",
+            ),  # (batch, layers, M, hidden)
+            "valid_length": ops.zeros((batch_size,), dtype="int32"),
+        }
+        if self.backbone.compressed_memory_length:  # compression_rate=1
+            memory["compressed_memory"] = ops.zeros(
+                (
+                    batch_size,
+                    self.backbone.num_layers,
+                    self.backbone.compressed_memory_length,
+                    self.backbone.hidden_dim,
+                ),
+                dtype="float32",
+            )  # (batch, layers, Mc, hidden)
+            memory["compressed_valid_length"] = ops.zeros(
+                (batch_size,), dtype="int32"
+            )
+        hidden_states = ops.zeros(
+            (batch_size, max_length, self.backbone.hidden_dim),
+            dtype=self.backbone.compute_dtype,
+        )  # (batch, max_len, hidden), for the contrastive sampler
+        row_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=-1)
+        # The sampler starts at the first position after the shortest
+        # prompt; it feeds the token before it, so the memory must hold
+        # the `index - 1` tokens before that one.
+        index = ops.maximum(ops.min(row_lengths), 1)
+        prompt_in_memory = index - 1
+
+        def prompt_loop(length):
+            def cond(position, memory, hidden_states):
+                return position + length <= prompt_in_memory
+
+            def body(position, memory, hidden_states):
+                segment = ops.slice(
+                    token_ids, [0, position], [batch_size, length]
+                )  # (batch, length)
+                hidden, memory = self._generate_segment(segment, memory)
+                hidden_states = ops.slice_update(
+                    hidden_states, [0, position, 0], hidden
+                )
+                return position + length, memory, hidden_states
+
+            return cond, body
+
+        # Whole segments of the prompt first, then its last tokens one by
+        # one (the same computation as segments when the memory holds them).
+        position = ops.zeros((), dtype="int32")
+        for length in (segment_length, 1):
+            cond, body = prompt_loop(length)
+            position, memory, hidden_states = ops.while_loop(
+                cond, body, (position, memory, hidden_states)
+            )
+
+        def next_logits(prompt, cache, index):
+            # One step of length 1: the token before `index`.
+            token = ops.slice(
+                prompt, [0, index - 1], [ops.shape(prompt)[0], 1]
+            )  # (batch, 1)
+            hidden, cache = self._generate_segment(token, cache)
+            logits = self.compute_logits(hidden)  # (batch, 1, vocab)
+            return logits[:, 0], hidden[:, 0], cache
+
+        token_ids = self.sampler(
+            next=next_logits,
+            prompt=token_ids,
+            cache=memory,
+            index=index,
+            mask=padding_mask,
+            stop_token_ids=stop_token_ids,
+            hidden_states=hidden_states,
+            model=self,
+        )
+        if stop_token_ids is None:
+            padding_mask = ops.ones_like(token_ids, dtype="bool")
+        else:
+            # A generated stop token ends its row: later positions become
+            # padding.
+            is_stop = ops.zeros_like(token_ids, dtype="bool")
+            for stop_id in stop_token_ids:
+                is_stop = ops.logical_or(is_stop, ops.equal(token_ids, stop_id))
+            is_stop = ops.cast(
+                ops.logical_and(is_stop, ops.logical_not(padding_mask)),
+                "int32",
+            )  # (batch, max_len)
+            stops_before = ops.cumsum(is_stop, axis=-1) - is_stop
+            padding_mask = stops_before == 0
+        return {"token_ids": token_ids, "padding_mask": padding_mask}
+
     def get_config(self):
         config = super().get_config()
         config.update(
             {
                 "tie_weights": self.tie_weights,
                 "memory_length": self.memory_length,
+                "tie_projections": self.tie_projections,
+                "tail_capacity": self.tail_capacity,
             }
         )
         return config
+
+
+class _PerTokenLoss(keras.losses.Loss):
+    """Reduces per-token losses given as `y_pred` like a compiled loss."""
+
+    def call(self, y_true, y_pred):
+        return y_pred
+
+
+def _check_prompt_padding(padding_mask):
+    """Raises a `ValueError` unless every row of a concrete `padding_mask`
+    is a non-empty run of True followed by False (right padding)."""
+    if not is_concrete(padding_mask):
+        return
+    mask = np.asarray(ops.convert_to_numpy(padding_mask)).astype(bool)
+    if mask.ndim != 2:
+        return
+    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
+    if rows.size:
+        raise ValueError(
+            "Prompts must be right-padded: `padding_mask` True on the "
+            "prompt's tokens, then False. Row "
+            f"{int(rows[0])} has padding before prompt tokens: "
+            f"{mask[rows[0]].astype(int).tolist()}. Move each prompt to "
+            "the start of its row (keras-hub preprocessors do)."
+        )
+    empty = np.flatnonzero(~mask[:, 0]) if mask.shape[1] else []
+    if len(empty):
+        raise ValueError(
+            f"Every prompt needs at least one token; row {int(empty[0])} "
+            "has none. Start it with a start or separator token."
+        )

@@ -5,6 +5,7 @@ argument, the value received and what is allowed, so that a user can fix the
 call without reading the library's code.
 """
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -44,6 +45,33 @@ def check_rate(name, value):
     return float(value)
 
 
+def check_positive_float(name, value):
+    """Checks a finite float above zero (an epsilon, a standard deviation)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not np.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"`{name}` must be a finite float > 0. Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def check_float_policy(name, dtype):
+    """Checks that a dtype policy (`None`: the global one) computes in a
+    float dtype: the layers cannot run in integer or complex arithmetic."""
+    policy = keras.dtype_policies.get(dtype)  # raises for unknown names
+    if "float" not in policy.compute_dtype:
+        raise ValueError(
+            f"`{name}` must be a float dtype policy such as 'float32', "
+            f"'mixed_bfloat16' or 'mixed_float16'. Received: {name}="
+            f"{dtype!r} (compute dtype {policy.compute_dtype})."
+        )
+    return dtype
+
+
 def check_bool(name, value):
     """Checks a boolean flag (numpy booleans pass)."""
     if not isinstance(value, (bool, np.bool_)):
@@ -67,6 +95,17 @@ def is_concrete(x):
     return str(getattr(x, "device", "")) != "meta"
 
 
+def dtype_name(x):
+    """The dtype of a tensor or array as a plain string ('float32', ...)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(x).dtype
+    try:
+        return keras.backend.standardize_dtype(dtype)
+    except ValueError:  # strings, objects: not a Keras dtype
+        return str(dtype)
+
+
 def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     """Checks dtype, rank and range of concrete token ids.
 
@@ -75,9 +114,14 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
     holds values. Symbolic and traced inputs only get the dtype and rank
     checks (the data pipelines in `keras_txl.data` check the range of what
     they feed to `fit`).
+
+    Returns:
+        `token_ids`, as a NumPy array if it came as a Python list or tuple.
     """
+    if isinstance(token_ids, (list, tuple)):
+        token_ids = np.asarray(token_ids)
     shape = tuple(getattr(token_ids, "shape", np.shape(token_ids)))
-    dtype = str(getattr(token_ids, "dtype", np.asarray(token_ids).dtype))
+    dtype = dtype_name(token_ids)
     if "int" not in dtype:
         raise TypeError(
             f"`{name}` must hold integer token ids. Received dtype {dtype}. "
@@ -100,3 +144,4 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
                     f" Use the tokenizer the model was trained with, or a "
                     f"model with a larger `vocabulary_size`."
                 )
+    return token_ids

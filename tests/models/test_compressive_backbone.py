@@ -186,9 +186,17 @@ def test_carried_memory_matches_explicit_memory():
         np.testing.assert_allclose(
             to_numpy(state[key]), to_numpy(memory[key]), atol=1e-6
         )
-    lm.reset_memory()
+    # A memory dict without the compressed keys (e.g. from code written for
+    # the plain model) empties the compressed memory.
+    plain_keys = ("memory", "valid_length")
+    lm.memory_state.write({key: state[key] for key in plain_keys})
     state = lm.memory_state.read(2)
     assert to_numpy(state["compressed_valid_length"]).tolist() == [0, 0]
+    np.testing.assert_array_equal(to_numpy(state["compressed_memory"]), 0.0)
+    assert to_numpy(state["valid_length"]).tolist() == [4, 4]
+    lm.reset_memory()
+    state = lm.memory_state.read(2)
+    assert to_numpy(state["valid_length"]).tolist() == [0, 0]
 
 
 def test_fit_carries_the_compressed_memory_and_trains_the_conv():
@@ -272,3 +280,18 @@ def test_invalid_segments_and_memories_are_refused():
     memory["compressed_valid_length"] = np.array([1, 0], "int32")
     with pytest.raises(ValueError, match="memory is not full"):
         backbone.check_memory(memory, 2)
+
+
+@pytest.mark.torch_ok
+def test_generate_needs_compression_rate_one():
+    prompt = {
+        "token_ids": np.array([[5, 6, 7, 0, 0, 0]]),
+        "padding_mask": np.array([[1, 1, 1, 0, 0, 0]], dtype=bool),
+    }
+    with pytest.raises(ValueError, match="compression_rate"):
+        _lm().generate(prompt, stop_token_ids=None)
+    lm = _lm(compression_rate=1)
+    lm.compile(sampler="greedy")
+    out = lm.generate(prompt, stop_token_ids=None, memory_length=2)
+    assert out["token_ids"].shape == (1, 6)
+    assert out["token_ids"][0, :3].tolist() == [5, 6, 7]

@@ -1,0 +1,7 @@
+"""`python -m keras_txl`: the `keras-txl` command."""
+
+import sys
+
+from keras_txl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,451 @@
+"""`run_ablation`: the ablations of Dai et al. (2019, Table 6 and section
+4.3) at small scale, every variant trained with the same budget and seed.
+"""
+
+import os
+import time
+
+import keras
+import numpy as np
+
+from keras_txl import data
+from keras_txl.ablation.cost import measure_step_cost
+from keras_txl.ablation.evaluation import bits_per_token
+from keras_txl.ablation.evaluation import context_losses
+from keras_txl.ablation.evaluation import token_losses
+from keras_txl.ablation.presets import get_preset
+from keras_txl.ablation.recl import relative_effective_context_length
+from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
+from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.utils.validation import check_positive_int
+
+# The variants of the table, in its order.
+VARIANTS = (
+    "recurrence_relative",
+    "no_recurrence",
+    "recurrence_absolute",
+    "recurrence_learned_relative",
+    "no_stop_gradient",
+)
+# Memory lengths of the sweep, in multiples of the segment length T.
+MEMORY_SWEEP = (0.0, 0.25, 1.0, 2.0, 5.0)
+# The group whose RECL is compared (as the paper's second group).
+RECL_GROUP = (
+    "recurrence_relative",
+    "recurrence_learned_relative",
+    "recurrence_absolute",
+    "no_recurrence",
+)
+
+
+def variant_config(name, memory_length, segment_length):
+    """Backbone arguments that make variant `name` (besides the preset).
+
+    Args:
+        name: one of `VARIANTS`, or `"memory_M"` (relative encoding,
+            memory length `M`: the memory sweep).
+        memory_length: int. `M` of the recurrent variants.
+        segment_length: int. `T`.
+
+    Returns:
+        dict of `TransformerXLBackbone` arguments.
+    """
+    if name.startswith("memory_"):
+        return {"memory_length": int(name[len("memory_") :])}
+    if name == "recurrence_relative":
+        return {"memory_length": memory_length}
+    if name == "no_recurrence":
+        return {"memory_length": 0}
+    if name == "recurrence_absolute":
+        return {"memory_length": memory_length, "position_encoding": "absolute"}
+    if name == "recurrence_learned_relative":
+        # One embedding per distance seen in training; longer ones clip.
+        return {
+            "memory_length": memory_length,
+            "position_encoding": "learned_relative",
+            "max_relative_distance": memory_length + segment_length - 1,
+        }
+    if name == "no_stop_gradient":
+        return {"memory_length": memory_length, "stop_memory_gradient": False}
+    raise ValueError(
+        f"Unknown variant {name!r}. Known: {VARIANTS} and 'memory_M'."
+    )
+
+
+class _StepLog(keras.callbacks.Callback):
+    """Per-step loss and wall time, and a memory reset where the data
+    starts over."""
+
+    def __init__(self, reset_every):
+        super().__init__()
+        self.reset_every = reset_every
+        self.losses = []
+        self.times = []
+        self._means = []
+        self._start = None
+        self._step = 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._step and self._step % self.reset_every == 0:
+            sync = getattr(self.model, "jax_state_sync", None)
+            if sync is not None:
+                sync()
+            self.model.reset_memory()
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.times.append(time.perf_counter() - self._start)
+        # Keras logs the running mean of the loss over the epoch.
+        mean = float(logs["loss"])
+        count = len(self._means)
+        previous = self._means[-1] if self._means else 0.0
+        self.losses.append((count + 1) * mean - count * previous)
+        self._means.append(mean)
+        self._step += 1
+
+
+def _optimizer(learning_rate, steps, warmup_steps):
+    schedule = keras.optimizers.schedules.CosineDecay(
+        0.0,
+        decay_steps=max(1, steps - warmup_steps),
+        warmup_target=learning_rate,
+        warmup_steps=warmup_steps,
+        alpha=0.01,
+    )
+    # Gradient clipping as the paper (0.25).
+    return keras.optimizers.Adam(schedule, global_clipnorm=0.25)
+
+
+def _train(
+    backbone_config,
+    train_ids,
+    steps,
+    batch_size,
+    segment_length,
+    segments_per_step,
+    learning_rate,
+    warmup_steps,
+    seed,
+):
+    """Trains one variant; returns `(lm, training record)`."""
+    keras.utils.clear_session()
+    keras.utils.set_random_seed(seed)
+    lm = TransformerXLCausalLM(TransformerXLBackbone(**backbone_config))
+    model = UnrolledSegmentsLM(lm, segment_length=segment_length)
+    model.compile(
+        optimizer=_optimizer(learning_rate, steps, warmup_steps),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    length = segments_per_step * segment_length
+    dataset = data.segment_dataset(train_ids, batch_size, length)
+    batches = data.num_batches(len(train_ids), batch_size, length)
+    model.build_memory(batch_size)
+    model.reset_memory()
+    log = _StepLog(reset_every=batches)
+    start = time.perf_counter()
+    model.fit(
+        dataset.repeat(),
+        epochs=1,
+        steps_per_epoch=steps,
+        callbacks=[log],
+        shuffle=False,
+        verbose=0,
+    )
+    seconds = time.perf_counter() - start
+    losses = np.asarray(log.losses)
+    tail = losses[-max(1, steps // 10) :]
+    steady = log.times[2:] or log.times
+    record = {
+        "train_seconds": seconds,
+        "seconds_per_step": float(np.median(steady)),
+        "train_loss_last": float(np.mean(tail)),
+        "train_loss_last_std": float(np.std(tail)),
+        "nonfinite_steps": int(np.sum(~np.isfinite(losses))),
+        "passes_over_data": steps / batches,
+        "loss_curve": [float(x) for x in losses],
+    }
+    return lm, record
+
+
+def _evaluate(lm, ids, batch_size, segment_length, memory_length):
+    losses = token_losses(lm, ids, batch_size, segment_length, memory_length)
+    return bits_per_token(losses)
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def run_ablation(
+    corpus_text,
+    steps,
+    segment_length,
+    batch_size,
+    preset="small",
+    seed=0,
+    num_seeds=1,
+    memory_length=None,
+    segments_per_step=2,
+    learning_rate=2e-3,
+    warmup_steps=None,
+    memory_sweep=MEMORY_SWEEP,
+    long_memory_length=None,
+    eval_batch_size=4,
+    eval_tokens=16384,
+    recl_ratios=(0.1, 0.5, 1.0),
+    recl_contexts=None,
+    measure_cost=True,
+    variants=VARIANTS,
+    save_dir=None,
+    log=print,
+):
+    """Trains the ablation variants of Transformer-XL with the same budget
+    and seed, evaluates them and returns every number.
+
+    The variants (`VARIANTS`), all with the `preset` architecture, trained
+    for `steps` batches of `batch_size` rows of `segments_per_step`
+    segments of `segment_length` tokens (`UnrolledSegmentsLM`), memory
+    `memory_length` (default `T`):
+
+    - `recurrence_relative`: the paper's model;
+    - `no_recurrence`: memory 0 (a vanilla Transformer with relative
+      positions, trained on segments of `T`);
+    - `recurrence_absolute`: absolute sinusoidal positions of the segment
+      added to the embeddings, no relative terms;
+    - `recurrence_learned_relative`: Shaw et al. (2018) learned relative
+      positions clipped at `M + T - 1`;
+    - `no_stop_gradient`: the paper's model with gradients flowing through
+      the memory across the `segments_per_step` segments of a batch.
+
+    Then a memory sweep: the paper's model trained with `M` in
+    `memory_sweep * T`, each evaluated with its own `M` and with
+    `long_memory_length` (default `2 * max(memory_sweep) * T`); every
+    variant is also evaluated with `long_memory_length` (extrapolation).
+    RECL (Dai et al., appendix C) compares the group `RECL_GROUP` at
+    context lengths `recl_contexts` (default `T/2, T, ..., 3T`).
+
+    The text is split 90/5/5 (`keras_txl.data.split_text`), tokenized by
+    characters (vocabulary of the whole text); evaluation reads the first
+    `eval_tokens` of the validation part as `eval_batch_size` streams of
+    segments of `T`.
+
+    Args:
+        corpus_text: str. The corpus.
+        steps: int. Training steps of every model.
+        segment_length: int. `T`.
+        batch_size: int. Rows (streams) per training batch.
+        preset: str. Architecture, see `keras_txl.ablation.PRESETS`.
+        seed: int. Seed of the first run; run `s` uses `seed + s`.
+        num_seeds: int. Runs of everything, each with its own seed.
+        memory_length: int or None. `M` of the recurrent variants; None:
+            `T`.
+        segments_per_step: int. `k`, segments per row and batch.
+        learning_rate: float. Peak learning rate (Adam, linear warmup,
+            cosine decay, gradient norm clipped at 0.25).
+        warmup_steps: int or None (10% of `steps`).
+        memory_sweep: memory lengths of the sweep in multiples of `T`.
+        long_memory_length: int or None. The longer evaluation memory.
+        eval_batch_size: int. Evaluation streams.
+        eval_tokens: int. Validation tokens evaluated (at most).
+        recl_ratios: the `r` of RECL.
+        recl_contexts: context lengths of RECL, or None.
+        measure_cost: bool. Measure time and peak memory of a training
+            step with and without stop-gradient (in fresh processes).
+        variants: the variants to train (a subset of `VARIANTS`).
+        save_dir: str or None. Save every trained model as
+            `save_dir/seed_S/NAME.keras` (for `keras-txl recl`).
+        log: callable taking a line of progress, or None.
+
+    Returns:
+        A dict: `"valid_bpc"` (variant: mean over seeds), `"valid_bpc_long"`
+        (each variant evaluated with `long_memory_length`),
+        `"valid_bpc_per_seed"`, `"memory_sweep"`, `"recl"`, `"training"`
+        (per variant and seed: time, losses), `"cost"` and `"config"`.
+    """
+    log = log or (lambda line: None)
+    steps = check_positive_int("steps", steps)
+    T = check_positive_int("segment_length", segment_length)
+    batch_size = check_positive_int("batch_size", batch_size)
+    num_seeds = check_positive_int("num_seeds", num_seeds)
+    segments_per_step = check_positive_int(
+        "segments_per_step", segments_per_step
+    )
+    architecture = get_preset(preset)
+    M = T if memory_length is None else memory_length
+    M = check_positive_int("memory_length", M)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(
+            f"Unknown variants {unknown}. Choose among {VARIANTS}."
+        )
+    if "no_stop_gradient" in variants and segments_per_step < 2:
+        raise ValueError(
+            "`no_stop_gradient` needs `segments_per_step >= 2`: the gradient "
+            "crosses the memory only between segments of one batch. "
+            f"Received: segments_per_step={segments_per_step}"
+        )
+    if warmup_steps is None:
+        warmup_steps = max(1, steps // 10)
+    sweep = sorted({int(round(f * T)) for f in memory_sweep})
+    if long_memory_length is None:
+        long_memory_length = 2 * max(sweep + [M])
+    if recl_contexts is None:
+        step = max(1, T // 2)
+        recl_contexts = list(range(step, 3 * T + 1, step))
+    recl_contexts = sorted(int(c) for c in recl_contexts)
+
+    train_text, valid_text, _ = data.split_text(corpus_text, 0.05, 0.05)
+    tokenizer = data.make_tokenizer("char", corpus_text)
+    vocabulary_size = int(tokenizer.vocabulary_size())
+    train_ids = data.encode(tokenizer, train_text)
+    valid_ids = data.encode(tokenizer, valid_text)[:eval_tokens]
+    base = dict(architecture, vocabulary_size=vocabulary_size)
+
+    def train(name, run_seed):
+        config = dict(base, **variant_config(name, M, T))
+        log(f"[seed {run_seed}] training {name} ({config})")
+        lm, record = _train(
+            config,
+            train_ids,
+            steps,
+            batch_size,
+            T,
+            segments_per_step,
+            learning_rate,
+            warmup_steps,
+            run_seed,
+        )
+        if save_dir is not None:
+            folder = os.path.join(save_dir, f"seed_{run_seed}")
+            os.makedirs(folder, exist_ok=True)
+            lm.save(os.path.join(folder, f"{name}.keras"))
+        own = config["memory_length"]
+        record["memory_length"] = own
+        record["valid_bpc"] = _evaluate(lm, valid_ids, eval_batch_size, T, own)
+        record["valid_bpc_long"] = _evaluate(
+            lm, valid_ids, eval_batch_size, T, long_memory_length
+        )
+        log(
+            f"[seed {run_seed}] {name}: valid bpc {record['valid_bpc']:.4f} "
+            f"(M={own}), {record['valid_bpc_long']:.4f} "
+            f"(M={long_memory_length}), {record['train_seconds']:.0f} s"
+        )
+        return lm, record
+
+    training = {}
+    recl = {}
+    for run in range(num_seeds):
+        run_seed = seed + run
+        models = {}
+        for name in variants:
+            lm, record = train(name, run_seed)
+            models[name] = lm
+            training.setdefault(name, []).append(record)
+        # The sweep reuses the runs with the same configuration.
+        same = {0: "no_recurrence", M: "recurrence_relative"}
+        for memory in sweep:
+            key = f"memory_{memory}"
+            if same.get(memory) in models:
+                training.setdefault(key, []).append(training[same[memory]][-1])
+                continue
+            lm, record = train(key, run_seed)
+            training.setdefault(key, []).append(record)
+        group = [name for name in RECL_GROUP if name in models]
+        if len(group) >= 2 and recl_ratios:
+            log(f"[seed {run_seed}] RECL of {group} at {recl_contexts}")
+            losses = {
+                name: context_losses(
+                    models[name],
+                    valid_ids,
+                    recl_contexts,
+                    eval_batch_size,
+                    T,
+                )
+                for name in group
+            }
+            for ratio in recl_ratios:
+                found = relative_effective_context_length(losses, ratio)
+                for name, value in found.items():
+                    recl.setdefault(str(ratio), {}).setdefault(name, []).append(
+                        value
+                    )
+            bpc_by_context = {
+                name: {str(c): bits_per_token(v) for c, v in by_c.items()}
+                for name, by_c in losses.items()
+            }
+            recl.setdefault("bpc_by_context", []).append(bpc_by_context)
+
+    # The paper's training holds one segment in the graph; without
+    # stop-gradient the graph must hold all k segments the gradient
+    # crosses. The middle row has k segments under stop-gradient: the
+    # same tokens as the last, the gradient cut between segments.
+    cost = {}
+    if measure_cost:
+        for name, stop, k in (
+            ("stop_gradient_1_segment", True, 1),
+            ("stop_gradient", True, segments_per_step),
+            ("no_stop_gradient", False, segments_per_step),
+        ):
+            config = dict(base, memory_length=M, stop_memory_gradient=stop)
+            log(f"measuring the cost of a training step: {name}")
+            cost[name] = measure_step_cost(config, batch_size, T, k, seed=seed)
+
+    def summary(key, field):
+        return _mean([r[field] for r in training.get(key, [])])
+
+    return {
+        "valid_bpc": {name: summary(name, "valid_bpc") for name in variants},
+        "valid_bpc_long": {
+            name: summary(name, "valid_bpc_long") for name in variants
+        },
+        "valid_bpc_per_seed": {
+            name: [r["valid_bpc"] for r in training[name]] for name in variants
+        },
+        "memory_sweep": {
+            "memory_lengths": sweep,
+            "long_memory_length": long_memory_length,
+            "valid_bpc": {
+                str(m): summary(f"memory_{m}", "valid_bpc") for m in sweep
+            },
+            "valid_bpc_long": {
+                str(m): summary(f"memory_{m}", "valid_bpc_long") for m in sweep
+            },
+            "valid_bpc_per_seed": {
+                str(m): [r["valid_bpc"] for r in training[f"memory_{m}"]]
+                for m in sweep
+            },
+        },
+        "recl": {
+            "contexts": recl_contexts,
+            "group": [n for n in RECL_GROUP if n in variants],
+            "by_ratio": {
+                ratio: by_name
+                for ratio, by_name in recl.items()
+                if ratio != "bpc_by_context"
+            },
+            "bpc_by_context": recl.get("bpc_by_context", []),
+        },
+        "training": training,
+        "cost": cost,
+        "config": {
+            "steps": steps,
+            "segment_length": T,
+            "batch_size": batch_size,
+            "preset": preset,
+            "architecture": architecture,
+            "vocabulary_size": vocabulary_size,
+            "seeds": [seed + s for s in range(num_seeds)],
+            "memory_length": M,
+            "segments_per_step": segments_per_step,
+            "tokens_per_step": batch_size * segments_per_step * T,
+            "learning_rate": learning_rate,
+            "warmup_steps": warmup_steps,
+            "long_memory_length": long_memory_length,
+            "eval_batch_size": eval_batch_size,
+            "eval_tokens": int(len(valid_ids)),
+            "train_tokens": int(len(train_ids)),
+            "backend": keras.config.backend(),
+        },
+    }

@@ -1,0 +1,276 @@
+"""The `keras-txl` command: train, evaluate and sample Transformer-XL
+language models.
+
+    keras-txl train                    # a small character model, builtin text
+    keras-txl train --corpus FILE --preset reference --steps 2000
+    keras-txl train --output DIR --resume
+    keras-txl evaluate DIR --corpus FILE [--memory-length M]
+    keras-txl generate DIR --prompt TEXT
+
+Errors (a missing or short corpus, a bad option, an output folder that
+already holds a model) print one line on stderr and exit with status 1
+(2 for a bad option); set `KERAS_TXL_DEBUG=1` for the traceback.
+"""
+
+import argparse
+import os
+import sys
+
+DEFAULT_OUTPUT = os.path.join("runs", "keras-txl")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad option in one line, without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _integer(lowest):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lowest:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {lowest}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _number(low, high, high_included):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        ok = value is not None and low <= value
+        ok = ok and (value <= high if high_included else value < high)
+        if not ok:
+            bracket = "]" if high_included else ")"
+            raise argparse.ArgumentTypeError(
+                f"must be a number in [{low}, {high}{bracket}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _train_parser(subparsers):
+    from keras_txl.training.presets import PRESETS
+    from keras_txl.training.train_config import DATASETS
+    from keras_txl.training.train_config import TOKENIZERS
+
+    parser = subparsers.add_parser(
+        "train",
+        help="train a model (no options: a small character model on the "
+        "built-in text, a few minutes on a CPU)",
+        description="Trains a Transformer-XL language model with model.fit "
+        "on ordered segments, evaluates it in bits per character with and "
+        "without memory, saves OUTPUT/model.keras with its tokenizer, "
+        "pictures and metrics, and prints a sample. Options left out take "
+        "the preset's values.",
+    )
+    parser.add_argument(
+        "--corpus",
+        help="text file to train on (UTF-8), or the local copy of the "
+        "--dataset benchmark",
+    )
+    parser.add_argument("--dataset", choices=DATASETS, default="builtin")
+    parser.add_argument("--preset", choices=tuple(PRESETS), default="tiny")
+    parser.add_argument(
+        "--tokenizer",
+        choices=TOKENIZERS,
+        help="default: byte for enwik8, word for wikitext103, char otherwise",
+    )
+    parser.add_argument("--steps", type=_integer(1))
+    parser.add_argument("--segment-length", type=_integer(1))
+    parser.add_argument("--memory-length", type=_integer(0))
+    parser.add_argument(
+        "--eval-memory-length",
+        type=_integer(0),
+        help="memory of the 'with memory' validation",
+    )
+    parser.add_argument("--batch-size", type=_integer(1))
+    parser.add_argument("--dropout", type=_number(0.0, 1.0, False))
+    parser.add_argument("--learning-rate", type=_number(1e-12, 10.0, True))
+    parser.add_argument("--warmup-steps", type=_integer(0))
+    parser.add_argument(
+        "--steps-per-epoch",
+        type=_integer(1),
+        default=100,
+        help="steps between checkpoints (default 100)",
+    )
+    parser.add_argument(
+        "--valid-fraction",
+        type=_number(0.0, 1.0, False),
+        default=0.1,
+        help="end of the text held out for validation (default 0.1)",
+    )
+    parser.add_argument("--seed", type=_integer(0), default=0)
+    parser.add_argument(
+        "--output",
+        default=DEFAULT_OUTPUT,
+        help=f"folder of the run (default {DEFAULT_OUTPUT})",
+    )
+    parser.add_argument("--metrics-json", metavar="FILE")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output from its last checkpoint",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the model in --output",
+    )
+    parser.add_argument(
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=1,
+        help="Keras verbosity (1: progress bars)",
+    )
+    parser.set_defaults(run=_train)
+
+
+def _train(args):
+    from keras_txl.training.run import train
+    from keras_txl.training.train_config import TrainConfig
+
+    names = set(TrainConfig.__dataclass_fields__)
+    config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+    train(config)
+    return 0
+
+
+def _evaluate(args):
+    from keras_txl.training.run import evaluate
+
+    evaluate(
+        args.model_dir,
+        args.corpus,
+        memory_length=args.memory_length,
+        segment_length=args.segment_length,
+        batch_size=args.batch_size,
+        metrics_json=args.metrics_json,
+    )
+    return 0
+
+
+def _generate(args):
+    from keras_txl.training.run import generate
+
+    if not args.prompt:
+        raise ValueError("--prompt must not be empty.")
+    generate(
+        args.model_dir,
+        args.prompt,
+        length=args.length,
+        top_k=args.top_k,
+        memory_length=args.memory_length,
+        seed=args.seed,
+    )
+    return 0
+
+
+def _export(args):
+    from keras_txl.export import export_main
+
+    export_main(
+        args.model_dir,
+        args.out_dir,
+        batch_size=args.batch_size,
+        segment_length=args.segment_length,
+        memory_length=args.memory_length,
+        overwrite=args.overwrite,
+    )
+    return 0
+
+
+def make_parser():
+    """The `argparse` parser of `keras-txl`."""
+    parser = _Parser(
+        prog="keras-txl",
+        description="Transformer-XL language models with Keras 3.",
+    )
+    subparsers = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="{train,evaluate,generate,export,ablate,recl}",
+    )
+    _train_parser(subparsers)
+
+    evaluate = subparsers.add_parser(
+        "evaluate", help="bits per character of a saved model on a text"
+    )
+    evaluate.add_argument("model_dir", metavar="MODEL_DIR")
+    evaluate.add_argument("--corpus", required=True, help="text file")
+    evaluate.add_argument("--memory-length", type=_integer(0))
+    evaluate.add_argument("--segment-length", type=_integer(1))
+    evaluate.add_argument("--batch-size", type=_integer(1))
+    evaluate.add_argument("--metrics-json", metavar="FILE")
+    evaluate.set_defaults(run=_evaluate)
+
+    generate = subparsers.add_parser(
+        "generate", help="continue a prompt with a saved model"
+    )
+    generate.add_argument("model_dir", metavar="MODEL_DIR")
+    generate.add_argument("--prompt", required=True)
+    generate.add_argument("--length", type=_integer(1), default=200)
+    generate.add_argument("--top-k", type=_integer(1), default=5)
+    generate.add_argument("--memory-length", type=_integer(0))
+    generate.add_argument("--seed", type=_integer(0), default=0)
+    generate.set_defaults(run=_generate)
+
+    export = subparsers.add_parser(
+        "export",
+        help="a TensorFlow SavedModel with explicit memory signatures",
+    )
+    export.add_argument("model_dir", metavar="MODEL_DIR")
+    export.add_argument("out_dir", metavar="OUT_DIR")
+    export.add_argument("--batch-size", type=_integer(1), required=True)
+    export.add_argument(
+        "--segment-length",
+        type=_integer(1),
+        help="fixed segment length T (default: any length)",
+    )
+    export.add_argument("--memory-length", type=_integer(1), required=True)
+    export.add_argument("--overwrite", action="store_true")
+    export.set_defaults(run=_export)
+
+    from keras_txl.ablation.cli import add_ablate_parser
+    from keras_txl.ablation.cli import add_recl_parser
+
+    add_ablate_parser(subparsers)
+    add_recl_parser(subparsers)
+    return parser
+
+
+def main(argv=None):
+    """Runs `keras-txl` with `argv` (default: the command line) and
+    returns the exit status."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    args = make_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print(
+            f"keras-txl {args.command}: interrupted. A training run "
+            "continues from its last checkpoint with --resume.",
+            file=sys.stderr,
+        )
+        return 130
+    except (ValueError, OSError) as error:
+        if os.environ.get("KERAS_TXL_DEBUG"):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"keras-txl {args.command}: error: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Training over several devices and hosts, each replica carrying the
+memory of its own streams of text.
+
+The process starts with `configure_devices(name, num_devices)` (before any
+op: device counts are fixed when the engine starts), then
+`strategy = make_strategy(name, num_devices)`, and builds, compiles and
+fits the model in `strategy.scope()`, with `strategy.build_memory(model,
+global_batch_size)` and `strategy.distribute_dataset(dataset)`. See
+`docs/distributed.md`.
+"""
+
+from keras_txl.distribute.layouts import memory_layout_map
+from keras_txl.distribute.memory_budget import memory_budget
+from keras_txl.distribute.memory_budget import parameter_count
+from keras_txl.distribute.replica_strategy import ReplicaStrategy
+from keras_txl.distribute.replica_strategy import static_batch_size
+from keras_txl.distribute.strategies import STRATEGY_NAMES
+from keras_txl.distribute.strategies import check_strategy_name
+from keras_txl.distribute.strategies import configure_devices
+from keras_txl.distribute.strategies import make_strategy
+
+__all__ = [
+    "STRATEGY_NAMES",
+    "ReplicaStrategy",
+    "check_strategy_name",
+    "configure_devices",
+    "make_strategy",
+    "memory_budget",
+    "memory_layout_map",
+    "parameter_count",
+    "static_batch_size",
+]

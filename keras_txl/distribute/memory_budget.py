@@ -1,0 +1,384 @@
+"""Bytes that one replica needs to train a Transformer-XL.
+
+The counts follow the complexity of Dai et al. (2019): the memory (cache)
+grows as `O(M d L)`, the activations kept for the backward pass as
+`O(T d L)`, the attention maps as `O(T (T + M))` per head and layer; to
+these come the parameters, their gradients and the optimizer's state. All
+sizes are per replica: the batch is split between replicas, the weights and
+the optimizer state are copied on each (data parallelism).
+"""
+
+from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import check_positive_int
+
+_CONFIG_KEYS = (
+    "vocabulary_size",
+    "num_layers",
+    "num_heads",
+    "hidden_dim",
+    "head_dim",
+    "intermediate_dim",
+    "memory_length",
+)
+
+# Bytes of one number of the compute dtype, and of the variables, for the
+# dtype policies that Keras knows.
+_POLICIES = {
+    "float32": (4, 4),
+    "float16": (2, 2),
+    "bfloat16": (2, 2),
+    "mixed_float16": (2, 4),
+    "mixed_bfloat16": (2, 4),
+}
+
+# Slot variables per parameter.
+_OPTIMIZER_SLOTS = {"adam": 2, "adamw": 2, "lamb": 2, "rmsprop": 1, "sgd": 0}
+
+
+def _backbone_config(config):
+    if hasattr(config, "get_config"):
+        config = config.get_config()
+    if not isinstance(config, dict):
+        raise ValueError(
+            "`config` must be a `TransformerXLBackbone` or its "
+            f"`get_config()` dict. Received: {type(config).__name__}"
+        )
+    missing = [key for key in _CONFIG_KEYS if key not in config]
+    if missing:
+        raise ValueError(
+            f"`config` lacks the keys {missing}. Pass "
+            "`backbone.get_config()` or a dict with the keys "
+            f"{list(_CONFIG_KEYS)}."
+        )
+    return {
+        key: check_positive_int(key, config[key], allow_zero=True)
+        for key in _CONFIG_KEYS
+    }
+
+
+def parameter_count(config, tie_weights=True):
+    """Number of trainable parameters of a `TransformerXLCausalLM`.
+
+    Args:
+        config: a `TransformerXLBackbone` or its `get_config()` dict.
+        tie_weights: bool. Whether the output layer shares the token
+            embedding (`TransformerXLCausalLM(tie_weights=...)`).
+
+    Returns:
+        int.
+
+    Example:
+
+    >>> parameter_count({
+    ...     "vocabulary_size": 10, "num_layers": 1, "num_heads": 2,
+    ...     "hidden_dim": 4, "head_dim": 2, "intermediate_dim": 8,
+    ...     "memory_length": 3,
+    ... })
+    230
+    """
+    c = _backbone_config(config)
+    d, v = c["hidden_dim"], c["vocabulary_size"]
+    nh = c["num_heads"] * c["head_dim"]
+    di = c["intermediate_dim"]
+    per_layer = (
+        5 * d * nh  # query, key, value, position and output projections
+        + 2 * nh  # u and v (content and position biases)
+        + d * di
+        + di
+        + di * d
+        + d  # feed-forward network
+        + 2 * 2 * d  # two layer normalizations
+    )
+    output = v + (0 if tie_weights else d * v)  # bias (and kernel)
+    return v * d + c["num_layers"] * per_layer + output
+
+
+def memory_budget(
+    config,
+    batch_size,
+    segment_length,
+    memory_length=None,
+    replicas=1,
+    dtype="float32",
+    optimizer="adam",
+    tie_weights=True,
+):
+    """Bytes that one replica holds during a training step.
+
+    An estimate, not a measurement: it counts the tensors that a training
+    step keeps alive at its peak. Compilers fuse some of them and add
+    buffers of their own; at small scale it lies within 0.8x to 1.05x of
+    XLA's memory analysis of the compiled step (`measure_train_step_memory`
+    on JAX; see `docs/distributed.md`).
+
+    Args:
+        config: a `TransformerXLBackbone` or its `get_config()` dict.
+        batch_size: int. GLOBAL batch size (streams of text); each replica
+            gets `batch_size // replicas` of them.
+        segment_length: int. Tokens per segment `T`.
+        memory_length: int or `None`. Memory length `M`; `None` uses the
+            config's.
+        replicas: int. Number of replicas the batch is split between.
+        dtype: dtype policy name: `"float32"`, `"mixed_bfloat16"`,
+            `"mixed_float16"`, `"bfloat16"` or `"float16"`.
+        optimizer: `"adam"`, `"adamw"`, `"lamb"`, `"rmsprop"` or `"sgd"`
+            (slot variables per parameter: 2, 2, 2, 1, 0).
+        tie_weights: bool, as in `TransformerXLCausalLM`.
+
+    Returns:
+        A dict of bytes per replica: `"parameters"`, `"gradients"`,
+        `"optimizer"`, `"memory_cache"` (the carried memory and the one the
+        step writes, float32), `"activations"` (kept for the backward
+        pass), `"attention"` (the `(T, T + M)` maps of every head and
+        layer), `"logits"` (float32, with the softmax and its gradient) and
+        `"total"`; and `"per_replica_batch"`, `"parameter_count"`.
+
+    Example:
+
+    >>> budget = memory_budget(
+    ...     {"vocabulary_size": 256, "num_layers": 2, "num_heads": 2,
+    ...      "hidden_dim": 32, "head_dim": 16, "intermediate_dim": 64,
+    ...      "memory_length": 16},
+    ...     batch_size=8, segment_length=16, replicas=2,
+    ... )
+    >>> budget["per_replica_batch"], budget["memory_cache"]
+    (4, 32768)
+    """
+    c = _backbone_config(config)
+    batch_size = check_positive_int("batch_size", batch_size)
+    replicas = check_positive_int("replicas", replicas)
+    t = check_positive_int("segment_length", segment_length)
+    m = check_optional_positive_int("memory_length", memory_length, True)
+    m = c["memory_length"] if m is None else m
+    if batch_size % replicas:
+        raise ValueError(
+            f"`batch_size` (the global batch, {batch_size}) must be a "
+            f"multiple of `replicas` ({replicas}): each replica carries "
+            "the memory of the same number of streams."
+        )
+    if dtype not in _POLICIES:
+        raise ValueError(
+            f"`dtype` must be one of {sorted(_POLICIES)}. Received: "
+            f"dtype={dtype!r}"
+        )
+    if optimizer not in _OPTIMIZER_SLOTS:
+        raise ValueError(
+            f"`optimizer` must be one of {sorted(_OPTIMIZER_SLOTS)}. "
+            f"Received: optimizer={optimizer!r}"
+        )
+    act, var = _POLICIES[dtype]
+    b = batch_size // replicas
+    layers, d = c["num_layers"], c["hidden_dim"]
+    heads, nh = c["num_heads"], c["num_heads"] * c["head_dim"]
+    di, v = c["intermediate_dim"], c["vocabulary_size"]
+    k = t + m  # keys: memory and segment
+    count = parameter_count(c, tie_weights=tie_weights)
+
+    # Per layer, kept for the backward pass: the context (memory and
+    # segment, K d), seven segment-wide tensors of width d (input,
+    # attention output, residual, norm, feed-forward output, residual,
+    # norm), queries with both biases and the attended values (4 T nh),
+    # keys and values (2 K nh), the feed-forward hidden layer before and
+    # after its activation (2 T di). Plus the embeddings (T d).
+    per_layer = (k + 7 * t) * d + (4 * t + 2 * k) * nh + 2 * t * di
+    activations = b * (layers * per_layer + t * d) * act
+    # Attention maps (batch, heads, T, K): every layer keeps two float32
+    # maps for the backward pass (the softmax's exponentials and its
+    # output), and a copy in the compute dtype under mixed precision; one
+    # layer at a time also holds the content, position and shifted
+    # position scores.
+    attention_map = b * heads * t * k
+    kept = 2 * 4 + (act if act != 4 else 0)
+    attention = attention_map * (layers * kept + 3 * act)
+    budget = {
+        "per_replica_batch": b,
+        "parameter_count": count,
+        "parameters": count * var,
+        "gradients": count * var,
+        "optimizer": count * var * _OPTIMIZER_SLOTS[optimizer],
+        "memory_cache": 2 * b * layers * m * d * 4,
+        "activations": activations,
+        "attention": attention,
+        # Logits, their log-softmax and its gradient, float32.
+        "logits": 3 * b * t * v * 4,
+    }
+    budget["total"] = sum(
+        value
+        for key, value in budget.items()
+        if key not in ("per_replica_batch", "parameter_count")
+    )
+    return budget
+
+
+def measure_train_step_memory(model, inputs, targets):
+    """Bytes one training step of a compiled `model` needs, measured.
+
+    JAX: XLA's memory analysis of the compiled step (arguments + outputs -
+    donated buffers + temporaries), without running it. TensorFlow: the
+    peak bytes allocated on the model's first device during one
+    `train_on_batch` (after a first one that builds and traces). Other
+    backends: not supported.
+
+    Args:
+        model: a compiled `TransformerXLCausalLM` (or any Keras model).
+        inputs: a batch of token ids `(batch, T)`, numpy.
+        targets: the matching targets.
+
+    Returns:
+        int, bytes.
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        model.train_on_batch(inputs, targets)  # builds every variable
+        state = tuple(
+            [v.value for v in variables]
+            for variables in (
+                model.trainable_variables,
+                model.non_trainable_variables,
+                model.optimizer.variables,
+                model.metrics_variables,
+            )
+        )
+        step = jax.jit(model.train_step, donate_argnums=0)
+        compiled = step.lower(state, (inputs, targets, None)).compile()
+        stats = compiled.memory_analysis()
+        return int(
+            stats.argument_size_in_bytes
+            + stats.output_size_in_bytes
+            - stats.alias_size_in_bytes
+            + stats.temp_size_in_bytes
+        )
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        device = tf.config.list_logical_devices()[0].name
+        model.train_on_batch(inputs, targets)
+        tf.config.experimental.reset_memory_stats(device)
+        model.train_on_batch(inputs, targets)
+        return int(tf.config.experimental.get_memory_info(device)["peak"])
+    raise ValueError(
+        "`measure_train_step_memory` measures on the jax and tensorflow "
+        f"backends. Received: KERAS_BACKEND={backend}"
+    )
+
+
+# Small configurations whose training step XLA measures in seconds on a
+# CPU: (name, backbone config, global batch, segment length).
+SMALL_CONFIGS = (
+    (
+        "d64-L2-T64-M64-b8",
+        dict(
+            vocabulary_size=256,
+            num_layers=2,
+            num_heads=4,
+            hidden_dim=64,
+            head_dim=16,
+            intermediate_dim=256,
+            memory_length=64,
+        ),
+        8,
+        64,
+    ),
+    (
+        "d32-L3-T32-M32-b16",
+        dict(
+            vocabulary_size=128,
+            num_layers=3,
+            num_heads=8,
+            hidden_dim=32,
+            head_dim=8,
+            intermediate_dim=64,
+            memory_length=32,
+        ),
+        16,
+        32,
+    ),
+    (
+        "d128-L2-T16-M16-b4-V1000",
+        dict(
+            vocabulary_size=1000,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=128,
+            head_dim=64,
+            intermediate_dim=512,
+            memory_length=16,
+        ),
+        4,
+        16,
+    ),
+    (
+        "d64-L4-T128-M128-b8",
+        dict(
+            vocabulary_size=256,
+            num_layers=4,
+            num_heads=4,
+            hidden_dim=64,
+            head_dim=16,
+            intermediate_dim=256,
+            memory_length=128,
+        ),
+        8,
+        128,
+    ),
+)
+
+
+def compare_with_measurement(name, config, batch_size, segment_length):
+    """Estimate and measurement of one configuration, on one device."""
+    import keras
+    import numpy as np
+
+    from keras_txl.models import TransformerXLBackbone
+    from keras_txl.models import TransformerXLCausalLM
+
+    keras.utils.set_random_seed(0)
+    backbone = TransformerXLBackbone(**config)
+    lm = TransformerXLCausalLM(backbone)
+    lm.compile(
+        optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    lm.build_memory(batch_size)
+    tokens = np.random.default_rng(0).integers(
+        0, config["vocabulary_size"], size=(batch_size, segment_length)
+    )
+    tokens = tokens.astype("int32")
+    measured = measure_train_step_memory(lm, tokens, tokens)
+    estimate = memory_budget(config, batch_size, segment_length)
+    return {
+        "name": name,
+        "backend": keras.backend.backend(),
+        "estimate": estimate["total"],
+        "measured": measured,
+        "ratio": round(measured / estimate["total"], 3),
+    }
+
+
+def main(argv=None):
+    """Prints, one JSON line per configuration of `SMALL_CONFIGS`, the
+    estimate of `memory_budget` and the measurement of
+    `measure_train_step_memory` (use KERAS_BACKEND=jax: XLA's analysis).
+
+        KERAS_BACKEND=jax python -m keras_txl.distribute.memory_budget [NAME]
+    """
+    import json
+    import sys
+
+    names = sys.argv[1:] if argv is None else argv
+    for name, config, batch_size, length in SMALL_CONFIGS:
+        if not names or name in names:
+            print(
+                json.dumps(
+                    compare_with_measurement(name, config, batch_size, length)
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

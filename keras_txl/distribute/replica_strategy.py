@@ -1,0 +1,226 @@
+import contextlib
+
+import keras
+import numpy as np
+
+from keras_txl.utils.validation import check_positive_int
+
+
+class ReplicaStrategy:
+    """One training setup over several replicas, on TensorFlow or JAX.
+
+    Wraps the engine's own object (`native`): a `tf.distribute.Strategy`
+    (`MirroredStrategy`, `MultiWorkerMirroredStrategy`, `TPUStrategy`, or
+    the default strategy for `"none"`) or a `keras.distribution.
+    DataParallel` (JAX). Make it with `keras_txl.distribute.make_strategy`.
+
+    Transformer-XL carries a memory from batch to batch: row `b` of batch
+    `i + 1` continues row `b` of batch `i`. Under data parallelism each
+    replica must therefore get the SAME rows of every global batch and keep
+    the memory of those rows. This class makes sure of it:
+
+    - `build_memory(model, global_batch_size)` creates the carried memory
+      with the right batch: per replica on TensorFlow (each replica holds
+      its own sync-on-read copy), global on JAX (one array sharded along
+      the batch axis, each device holding its rows).
+    - `distribute_dataset(dataset)` checks that the global batch is static
+      and splits evenly, and makes every host read the same global
+      batches: Keras then gives replica `r` rows `[r * b, (r + 1) * b)`
+      of every global batch (`b` = per-replica batch) on one host, and on
+      several hosts a fixed set of rows to each replica.
+
+    Args:
+        name: str. One of `keras_txl.distribute.STRATEGY_NAMES`, or a name
+            of your own for your own distribution.
+        native: the engine's strategy or distribution (`None` for `"none"`
+            outside TensorFlow).
+        num_replicas: int. Replicas in sync (devices along the batch axis).
+
+    Example:
+
+    >>> from keras_txl.distribute import make_strategy
+    >>> strategy = make_strategy("none")
+    >>> strategy.num_replicas, strategy.per_replica_batch_size(8)
+    (1, 8)
+    """
+
+    def __init__(self, name, native, num_replicas):
+        self.name = name
+        self.native = native
+        self.num_replicas = check_positive_int("num_replicas", num_replicas)
+        self.backend = keras.backend.backend()
+
+    @classmethod
+    def for_distribution(cls, distribution, name="jax-model-parallel"):
+        """Wraps your own JAX `keras.distribution.Distribution` (e.g.
+        `ModelParallel` with a `LayoutMap` from `memory_layout_map`); the
+        replicas are the devices along its batch axis."""
+        mesh = distribution.device_mesh
+        axis = mesh.axis_names.index(distribution.batch_dim_name)
+        return cls(name, distribution, mesh.shape[axis])
+
+    def __repr__(self):
+        return (
+            f"ReplicaStrategy(name={self.name!r}, backend={self.backend!r}, "
+            f"num_replicas={self.num_replicas})"
+        )
+
+    @contextlib.contextmanager
+    def scope(self):
+        """Context in which to build, compile and `fit` the model."""
+        if self.native is None:
+            yield self
+            return
+        with self.native.scope():
+            yield self
+
+    def per_replica_batch_size(self, global_batch_size):
+        """`global_batch_size // num_replicas`; raises if it does not
+        divide."""
+        global_batch_size = check_positive_int(
+            "global_batch_size", global_batch_size
+        )
+        if global_batch_size % self.num_replicas:
+            low = global_batch_size // self.num_replicas * self.num_replicas
+            high = low + self.num_replicas
+            raise ValueError(
+                f"The global batch size ({global_batch_size}) must be a "
+                f"multiple of the number of replicas ({self.num_replicas}, "
+                f"strategy {self.name!r}): every replica carries the memory "
+                "of the same number of streams of text. Use a global batch "
+                f"of {low or high} or {high}."
+            )
+        return global_batch_size // self.num_replicas
+
+    def memory_batch_size(self, global_batch_size):
+        """Batch size of the memory variables: per replica on TensorFlow,
+        the global batch on JAX (sharded along the batch axis)."""
+        per_replica = self.per_replica_batch_size(global_batch_size)
+        if self.backend == "tensorflow":
+            return per_replica
+        return global_batch_size
+
+    def build_memory(self, model, global_batch_size):
+        """Creates `model`'s carried memory for `global_batch_size` streams.
+
+        Call it in `scope()` after building the model and before `fit`.
+        Raises a `ValueError` if the batch does not split evenly, or if the
+        memory already exists for another batch size.
+        """
+        batch_size = self.memory_batch_size(global_batch_size)
+        state = model.memory_state
+        if state.has_state and state.batch_size != batch_size:
+            raise ValueError(
+                "The model's carried memory already exists for batch size "
+                f"{state.batch_size}, but a global batch of "
+                f"{global_batch_size} over {self.num_replicas} replicas "
+                f"({self.backend}) needs {batch_size}. Build the model "
+                "under `strategy.scope()` and call `build_memory` before "
+                "any call of the model."
+            )
+        with self.scope():
+            model.build_memory(batch_size)
+
+    def distribute_dataset(self, dataset):
+        """Checks a `tf.data` dataset of global batches and prepares it to
+        be split between the replicas, each always getting the same rows.
+
+        Pass the result to `model.fit`. Keras then splits each global batch
+        (TensorFlow: `strategy.experimental_distribute_dataset`; JAX: the
+        distribution's data layout) into contiguous blocks of rows, block
+        `r` to replica `r`, at every step; on several hosts, each host
+        takes its own blocks, always the same. TensorFlow's `AUTO`
+        sharding would give each worker other FILES on a file-based
+        pipeline (so other streams at every step): this sets the `DATA`
+        policy, under which every worker reads the same global batches
+        and keeps its rows.
+
+        Args:
+            dataset: `tf.data.Dataset` of batches with a static batch
+                dimension (`batch(..., drop_remainder=True)`); elements
+                `(inputs, targets)` or any nest of tensors.
+
+        Returns:
+            The dataset, checked (and with `DATA` sharding on TensorFlow).
+        """
+        global_batch_size = static_batch_size(dataset)
+        self.per_replica_batch_size(global_batch_size)
+        if self.backend != "tensorflow":
+            return dataset
+        import tensorflow as tf
+
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        return dataset.with_options(options)
+
+    def replica_memory(self, model):
+        """The memory that each replica of this process holds, as numpy.
+
+        Returns:
+            A list, one `{"memory", "valid_length"}` dict per local replica:
+            in replica order on TensorFlow, in row order on JAX (the
+            replica fed rows `[r * b, (r + 1) * b)` comes `r`-th).
+        """
+        state = model.memory_state
+        if not state.has_state:
+            raise ValueError(
+                "The model has no carried memory yet: call "
+                "`strategy.build_memory(model, global_batch_size)` first."
+            )
+        parts = {
+            name: self._local_values(getattr(state, name).value)
+            for name in ("memory", "valid_length")
+        }
+        return [
+            {"memory": memory, "valid_length": valid}
+            for memory, valid in zip(parts["memory"], parts["valid_length"])
+        ]
+
+    def _local_values(self, value):
+        if self.backend == "tensorflow":
+            if self.native is None:
+                return [np.asarray(value)]
+            return [
+                np.asarray(v)
+                for v in self.native.experimental_local_results(value)
+            ]
+        shards = getattr(value, "addressable_shards", None)
+        if not shards:
+            return [np.asarray(value)]
+        blocks = {}
+        for shard in shards:
+            start = shard.index[0].start or 0
+            data = np.asarray(shard.data)
+            if data.shape[1:] != tuple(value.shape[1:]):
+                # Rows split along other axes too (model parallelism).
+                stop = start + data.shape[0]
+                data = np.asarray(value[start:stop])
+            blocks.setdefault(start, data)
+        return [blocks[start] for start in sorted(blocks)]
+
+
+def static_batch_size(dataset):
+    """The static batch size of a `tf.data` dataset of batches, or a
+    `ValueError` saying how to get one."""
+    import tensorflow as tf
+
+    if not isinstance(dataset, tf.data.Dataset):
+        raise ValueError(
+            "`dataset` must be a `tf.data.Dataset` of global batches. "
+            f"Received: {type(dataset).__name__}"
+        )
+    sizes = {
+        spec.shape[0] if spec.shape.rank else None
+        for spec in tf.nest.flatten(dataset.element_spec)
+    }
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(
+            "Each replica carries the memory of a fixed set of rows, so "
+            "the batches must have one static batch size. Received "
+            f"element_spec={dataset.element_spec}. Batch with "
+            "`drop_remainder=True` (as `keras_txl.data.segment_dataset` "
+            "does)."
+        )
+    return sizes.pop()

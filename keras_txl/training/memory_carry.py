@@ -1,0 +1,158 @@
+"""What `TransformerXLCausalLM.fit`, `evaluate` and `predict` do before
+handing over to Keras, so that the memory carried between batches is right:
+a known batch size, a clear error when it changes, and a `MemoryReset`."""
+
+import keras
+import numpy as np
+
+from keras_txl.training.memory_reset import MemoryReset
+
+
+def _is_tf_dataset(x):
+    return type(x).__module__.startswith("tensorflow") and hasattr(
+        x, "element_spec"
+    )
+
+
+def _first_leaf(structure):
+    if isinstance(structure, dict):
+        if "token_ids" in structure:
+            return structure["token_ids"]
+        return _first_leaf(next(iter(structure.values())))
+    if isinstance(structure, (tuple, list)):
+        return _first_leaf(structure[0])
+    return structure
+
+
+def _static_batch_size(dataset):
+    shape = _first_leaf(dataset.element_spec).shape
+    if shape.rank and shape[0] is not None:
+        return int(shape[0])
+    return None
+
+
+def guard_batch_size(dataset, batch_size):
+    """Makes every batch of a `tf.data.Dataset` have `batch_size` rows,
+    statically, and fails with a clear message at the first one that does
+    not.
+
+    On the TensorFlow backend a batch dimension of `None` reaches the
+    traced train step, where the model cannot see the batch size; this
+    check runs in the input pipeline instead.
+
+    Args:
+        dataset: a `tf.data.Dataset` of tensors, tuples or dicts.
+        batch_size: int. The expected size of axis 0 of every tensor.
+
+    Returns:
+        The dataset with static batch shapes.
+    """
+    import tensorflow as tf
+
+    message = (
+        f"A batch of another size than {batch_size}, the batch size of the "
+        "memory carried between batches: ordered-segment data needs one "
+        "batch size; drop the remainder (`drop_remainder=True`)."
+    )
+
+    def check(*element):
+        def fix(tensor):
+            if tensor.shape.rank is None or tensor.shape.rank == 0:
+                return tensor
+            with tf.control_dependencies(
+                [
+                    tf.debugging.assert_equal(
+                        tf.shape(tensor)[0], batch_size, message=message
+                    )
+                ]
+            ):
+                tensor = tf.identity(tensor)
+            return tf.ensure_shape(
+                tensor, [batch_size] + tensor.shape.as_list()[1:]
+            )
+
+        element = tf.nest.map_structure(fix, element)
+        return element if len(element) > 1 else element[0]
+
+    return dataset.map(check)
+
+
+def _infer_batch_size(x, batch_size):
+    """The batch size of `x`, or `None` if it cannot be known up front."""
+    if _is_tf_dataset(x):
+        static = _static_batch_size(x)
+        if static is not None:
+            return static
+        for element in x.take(1):
+            return int(_first_leaf(element).shape[0])
+        return None
+    leaf = _first_leaf(x) if x is not None else None
+    if isinstance(leaf, np.ndarray) or (
+        leaf is not None and keras.ops.is_tensor(leaf)
+    ):
+        rows = int(leaf.shape[0])
+        size = batch_size or 32  # Keras's default.
+        if rows % size:
+            raise ValueError(
+                f"{rows} rows do not split into batches of {size}: the last "
+                f"batch would have {rows % size} rows, but the memory carried "
+                "between batches needs one batch size (the batch axis is the "
+                "streams of text). Pass `batch_size` dividing the number of "
+                "rows, or build the data with "
+                "`keras_txl.data.segment_dataset`."
+            )
+        return min(size, rows)
+    return None
+
+
+def _tf_replicas(model):
+    """Replicas in sync of the model's `tf.distribute` strategy (else 1)."""
+    if keras.backend.backend() != "tensorflow":
+        return 1
+    strategy = getattr(model, "distribute_strategy", None)
+    return int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
+
+
+def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
+    """Readies `model` and the data for carried memory.
+
+    Builds the model's memory for the batch size of `x` (when it can be
+    known up front), checks that arrays split into equal batches, guards a
+    `tf.data.Dataset` on the TensorFlow backend (see `guard_batch_size`),
+    and adds a default `MemoryReset` to `callbacks` unless one is there.
+
+    Args:
+        model: a `TransformerXLCausalLM`.
+        x: the data given to `fit`, `evaluate` or `predict`.
+        batch_size: the `batch_size` given with arrays, or `None`.
+        callbacks: a list of callbacks, `None`, or Keras's own
+            `CallbackList` (the evaluation inside `fit`, left as is).
+
+    Returns:
+        `(x, callbacks)` to hand to Keras.
+    """
+    size = _infer_batch_size(x, batch_size)
+    state = model.memory_state
+    # Under `tf.distribute` each replica carries the memory of its own rows:
+    # the state holds the per-replica batch (see `keras_txl.distribute`).
+    replicas = _tf_replicas(model)
+    if size is not None and size % replicas == 0:
+        size //= replicas
+    if size is not None:
+        if not state.has_state:
+            model.build_memory(size)
+        else:
+            state._check_batch(size)  # Raises on another batch size.
+    if (
+        _is_tf_dataset(x)
+        and keras.backend.backend() == "tensorflow"
+        and state.has_state
+        and _static_batch_size(x) is None
+    ):
+        x = guard_batch_size(x, state.batch_size * replicas)
+    if isinstance(callbacks, keras.callbacks.CallbackList):
+        return x, callbacks
+    callbacks = list(callbacks or [])
+    if not any(isinstance(c, MemoryReset) for c in callbacks):
+        callbacks.insert(0, MemoryReset())
+    return x, callbacks

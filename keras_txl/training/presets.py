@@ -1,0 +1,61 @@
+"""Model sizes and training defaults of the `keras-txl` command."""
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+
+
+def _preset(
+    layers, heads, hidden, head, inner, length, batch, steps, lr, warmup, drop
+):
+    return {
+        "model": dict(
+            num_layers=layers,
+            num_heads=heads,
+            hidden_dim=hidden,
+            head_dim=head,
+            intermediate_dim=inner,
+        ),
+        "train": dict(
+            segment_length=length,
+            memory_length=length,
+            eval_memory_length=2 * length,
+            batch_size=batch,
+            steps=steps,
+            learning_rate=lr,
+            warmup_steps=warmup,
+            dropout=drop,
+        ),
+    }
+
+
+# `model`: the backbone; `train`: defaults of the `TrainConfig` fields left
+# at `None` (memory as long as the segments in training, twice as long in
+# the "with memory" validation). "base" is the base enwik8 model of the
+# paper (Dai et al., 2019, and the authors' `run_enwik8_base.sh`): 12
+# layers, d_model 512, 8 heads of 64, d_inner 2048, segments and memory of
+# 512, batch 22, Adam 2.5e-4 with cosine decay over 400k steps, dropout 0.1.
+PRESETS = {
+    # layers, heads, hidden, head, inner, T, batch, steps, lr, warmup, drop
+    "tiny": _preset(2, 4, 128, 32, 512, 64, 16, 500, 2e-3, 50, 0.0),
+    "reference": _preset(4, 8, 256, 32, 1024, 128, 16, 2000, 1e-3, 200, 0.1),
+    "base": _preset(12, 8, 512, 64, 2048, 512, 22, 400_000, 2.5e-4, 0, 0.1),
+}
+
+
+def build_language_model(config, vocabulary_size):
+    """A `TransformerXLCausalLM` of `config.preset`'s size.
+
+    Args:
+        config: a resolved `TrainConfig`.
+        vocabulary_size: int. Size of the tokenizer's vocabulary.
+
+    Returns:
+        An uncompiled `TransformerXLCausalLM` with tied output weights.
+    """
+    backbone = TransformerXLBackbone(
+        vocabulary_size=vocabulary_size,
+        memory_length=config.memory_length,
+        dropout=config.dropout,
+        **PRESETS[config.preset]["model"],
+    )
+    return TransformerXLCausalLM(backbone)

@@ -1,0 +1,426 @@
+"""The runs of the `keras-txl` command: train, evaluate and generate.
+
+Each function takes plain arguments, prints its progress through `log`
+and returns its results as a dict, so that the command line
+(`keras_txl.cli`) only parses options and reports errors.
+"""
+
+import math
+import os
+import shutil
+import time
+
+import keras
+
+from keras_txl.training import artifacts
+from keras_txl.training.evaluation import evaluate_bpc
+from keras_txl.training.memory_reset import MemoryReset
+from keras_txl.training.plots import plot_bpc_vs_memory
+from keras_txl.training.plots import plot_training_curve
+from keras_txl.training.presets import PRESETS
+from keras_txl.training.presets import build_language_model
+from keras_txl.training.sampling import sample_text
+from keras_txl.training.schedules import transformer_xl_optimizer
+from keras_txl.training.step_history import StepHistory
+from keras_txl.training.train_config import ConfigError
+from keras_txl.training.train_config import TrainConfig
+from keras_txl.training.training_checkpoint import TrainingCheckpoint
+
+METRICS_FILE = "metrics.json"
+CURVE_PNG = "training_curve.png"
+MEMORY_PNG = "bpc_vs_memory.png"
+
+
+def load_splits(config):
+    """`TextSplits(train, valid, test)` of the run's corpus."""
+    from keras_txl import data
+
+    if config.dataset == "builtin":
+        if config.corpus is None:
+            text = data.builtin_corpus()
+        else:
+            text = data.load_text(config.corpus)
+        return data.split_text(text, config.valid_fraction, 0.0)
+    loaders = {
+        "enwik8": data.load_enwik8,
+        "text8": data.load_text8,
+        "wikitext103": data.load_wikitext103,
+    }
+    return loaders[config.dataset](path=config.corpus)
+
+
+def eval_batch_size(num_tokens, batch_size, segment_length):
+    """Streams for evaluation: at most `batch_size`, each of at least four
+    segments when the text allows it (so that the memory has context)."""
+    return max(1, min(batch_size, (num_tokens - 1) // (4 * segment_length)))
+
+
+def eval_memory_lengths(config):
+    """The memory lengths of the bpc-against-memory table: `0, T/4, T, 2T,
+    4T`, the training and the evaluation memory lengths."""
+    t = config.segment_length
+    lengths = {0, t // 4, t, 2 * t, 4 * t}
+    lengths |= {config.memory_length, config.eval_memory_length}
+    return sorted(lengths)
+
+
+def _segments(token_ids, batch_size, segment_length, vocabulary_size, part):
+    from keras_txl import data
+
+    try:
+        data.segment_info(len(token_ids), batch_size, segment_length)
+    except data.CorpusError as error:
+        raise data.CorpusError(f"The {part} text is too short. {error}")
+    return data.segment_dataset(
+        token_ids,
+        batch_size,
+        segment_length,
+        vocabulary_size=vocabulary_size,
+    )
+
+
+def _prepare_output(config):
+    output = config.output
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ConfigError(f"--output '{output}' is a file, not a folder.")
+    checkpoint = os.path.join(output, artifacts.CHECKPOINT_DIR)
+    model = os.path.join(output, artifacts.MODEL_FILE)
+    if config.resume:
+        if not os.path.isdir(checkpoint):
+            raise ConfigError(
+                f"Nothing to resume in '{output}': it holds no checkpoint. "
+                "Start the run without --resume."
+            )
+        return
+    if os.path.exists(model) or os.path.exists(checkpoint):
+        if not config.overwrite:
+            raise ConfigError(
+                f"'{output}' already holds a model. Pass --resume to "
+                "continue its run, --overwrite to replace it, or another "
+                "--output."
+            )
+        for name in (artifacts.CHECKPOINT_DIR, artifacts.TOKENIZER_DIR):
+            shutil.rmtree(os.path.join(output, name), ignore_errors=True)
+        for name in (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE):
+            path = os.path.join(output, name)
+            if os.path.exists(path):
+                os.remove(path)
+    os.makedirs(output, exist_ok=True)
+
+
+def fit_language_model(config, callbacks=(), log=print):
+    """The training half of `train`: data, model, `fit` with checkpoints.
+
+    Args:
+        config: a `TrainConfig` (see `train`).
+        callbacks: extra Keras callbacks for `fit`.
+        log: function that prints a line.
+
+    Returns:
+        A dict: `lm`, `tokenizer`, `splits`, `config` (resolved),
+        `run_config` (saved with the run), `history` (`StepHistory`),
+        `valid_ids`, `valid_data`, `train_ids`, `train_seconds` and
+        `finished` (False when a callback stopped `fit` early: the
+        checkpoint then holds the step reached).
+    """
+    from keras_txl import data
+
+    config.check_run_flags()
+    if config.resume:
+        _prepare_output(config)
+        checkpoint_dir = os.path.join(config.output, artifacts.CHECKPOINT_DIR)
+        saved = TrainingCheckpoint.read_state(checkpoint_dir)
+        config = config.merged_for_resume(saved["config"]).resolved()
+    else:
+        config = config.resolved()
+        _prepare_output(config)
+        checkpoint_dir = os.path.join(config.output, artifacts.CHECKPOINT_DIR)
+    output = config.output
+    batch, length = config.batch_size, config.segment_length
+
+    splits = load_splits(config)
+    if config.resume:
+        tokenizer = artifacts.load_tokenizer(output)
+    else:
+        text = splits.train + splits.valid + splits.test
+        tokenizer = data.make_tokenizer(config.tokenizer, text)
+        artifacts.save_tokenizer(tokenizer, output)
+    vocabulary_size = int(tokenizer.vocabulary_size())
+    train_ids = data.encode(tokenizer, splits.train)
+    valid_ids = data.encode(tokenizer, splits.valid)
+    train_data = _segments(
+        train_ids, batch, length, vocabulary_size, "training"
+    )
+    valid_batch = eval_batch_size(len(valid_ids), batch, length)
+    valid_data = _segments(
+        valid_ids, valid_batch, length, vocabulary_size, "validation"
+    )
+    steps_per_pass = data.num_batches(len(train_ids), batch, length)
+    log(
+        f"Corpus: {len(train_ids):,} training and {len(valid_ids):,} "
+        f"validation tokens ({config.tokenizer}, vocabulary "
+        f"{vocabulary_size}); {steps_per_pass} steps per pass."
+    )
+
+    keras.utils.set_random_seed(config.seed)
+    lm = build_language_model(config, vocabulary_size)
+    lm.compile(
+        optimizer=transformer_xl_optimizer(
+            config.learning_rate,
+            total_steps=config.steps,
+            warmup_steps=config.warmup_steps,
+        )
+    )
+    run_config = dict(
+        config.to_dict(),
+        vocabulary_size=vocabulary_size,
+        model=PRESETS[config.preset]["model"],
+    )
+    config_path = os.path.join(output, artifacts.CONFIG_FILE)
+    artifacts.write_json(config_path, run_config)
+    start_step, losses = 0, []
+    if config.resume:
+        state = TrainingCheckpoint.restore(lm, checkpoint_dir, batch)
+        start_step, losses = state["step"], state["train_loss"]
+        log(f"Resuming at step {start_step} of {config.steps}.")
+
+    history = StepHistory(
+        batch * length,
+        initial_step=start_step,
+        total_steps=config.steps,
+        losses=losses,
+    )
+    train_seconds = 0.0
+    if start_step < config.steps:
+        per_epoch = min(config.steps_per_epoch, config.steps)
+        fit_started = time.perf_counter()
+        lm.fit(
+            train_data.repeat().skip(start_step),
+            steps_per_epoch=per_epoch,
+            epochs=math.ceil(config.steps / per_epoch),
+            initial_epoch=start_step // per_epoch,
+            verbose=config.verbose,
+            shuffle=False,
+            callbacks=[
+                MemoryReset(steps_per_pass, initial_step=start_step),
+                history,
+                TrainingCheckpoint(checkpoint_dir, history, run_config),
+                *callbacks,
+            ],
+        )
+        train_seconds = time.perf_counter() - fit_started
+    finished = history.step >= config.steps
+    if not finished:
+        # A callback stopped the run; its checkpoint is the step reached.
+        log(
+            f"Stopped at step {history.step} of {config.steps}: continue "
+            f"with `keras-txl train --output {output} --resume`."
+        )
+    return {
+        "lm": lm,
+        "tokenizer": tokenizer,
+        "splits": splits,
+        "config": config,
+        "run_config": run_config,
+        "history": history,
+        "train_ids": train_ids,
+        "valid_ids": valid_ids,
+        "valid_data": valid_data,
+        "train_seconds": train_seconds,
+        "finished": finished,
+    }
+
+
+def train(config, callbacks=(), log=print):
+    """Trains a model as `keras-txl train` does and saves it.
+
+    Args:
+        config: a `TrainConfig` (fields left at `None` take the preset's
+            defaults). With `resume=True`, the configuration saved in
+            `config.output` is used and options given here must match it.
+        callbacks: extra Keras callbacks for `fit`.
+        log: function that prints a line.
+
+    Returns:
+        The metrics dict (also written to `OUTPUT/metrics.json` and to
+        `config.metrics_json`); only `steps` and `train_loss` when a
+        callback stopped the run early.
+    """
+    started = time.perf_counter()
+    run = fit_language_model(config, callbacks, log)
+    history = run["history"]
+    if not run["finished"]:
+        return {"steps": history.step, "train_loss": history.losses}
+    lm, tokenizer, splits = run["lm"], run["tokenizer"], run["splits"]
+    config, run_config = run["config"], run["run_config"]
+    valid_ids, valid_data = run["valid_ids"], run["valid_data"]
+    output, length = config.output, config.segment_length
+
+    log(f"Validation ({len(valid_ids):,} tokens, segments of {length}):")
+    table = []
+    for memory_length in eval_memory_lengths(config):
+        row = evaluate_bpc(lm, valid_data, memory_length)
+        table.append(row)
+        log(
+            f"  memory {memory_length:5d}: "
+            f"{row['bits_per_character']:.4f} bits per character, "
+            f"perplexity {row['perplexity']:.3f}"
+        )
+    by_length = {row["memory_length"]: row for row in table}
+    with_memory = by_length[config.eval_memory_length]
+    without_memory = by_length[0]
+    log(
+        f"Validation bpc with memory ({config.eval_memory_length}): "
+        f"{with_memory['bits_per_character']:.4f}; without memory: "
+        f"{without_memory['bits_per_character']:.4f}"
+    )
+
+    artifacts.save_model(lm, output)
+    plot_training_curve(
+        history.losses,
+        os.path.join(output, CURVE_PNG),
+        title=f"{config.preset} model, {config.dataset} corpus",
+    )
+    plot_bpc_vs_memory(
+        table,
+        os.path.join(output, MEMORY_PNG),
+        length,
+        config.memory_length,
+    )
+    prompt = splits.valid[:40] or splits.train[:40]
+    sample = sample_text(
+        lm,
+        tokenizer,
+        prompt,
+        length=200,
+        memory_length=config.eval_memory_length,
+        seed=config.seed,
+    )
+    log(f"Sample:\n{prompt}{sample}")
+    metrics = {
+        "steps": config.steps,
+        "train_loss": history.losses,
+        "tokens_per_second": history.tokens_per_second,
+        "valid_bpc_with_memory": with_memory["bits_per_character"],
+        "valid_bpc_without_memory": without_memory["bits_per_character"],
+        "valid_perplexity_with_memory": with_memory["perplexity"],
+        "valid_perplexity_without_memory": without_memory["perplexity"],
+        "eval_memory_length": config.eval_memory_length,
+        "bpc_by_memory_length": table,
+        "train_tokens": int(len(run["train_ids"])),
+        "valid_tokens": int(len(valid_ids)),
+        "train_seconds": run["train_seconds"],
+        "wall_seconds": time.perf_counter() - started,
+        "backend": keras.backend.backend(),
+        "sample": prompt + sample,
+        "config": run_config,
+    }
+    _write_metrics(metrics, output, config.metrics_json)
+    model_path = os.path.join(output, artifacts.MODEL_FILE)
+    log(f"Saved {model_path} and its tokenizer.")
+    return metrics
+
+
+def _write_metrics(metrics, output, metrics_json):
+    if output is not None:
+        artifacts.write_json(os.path.join(output, METRICS_FILE), metrics)
+    if metrics_json:
+        artifacts.write_json(metrics_json, metrics)
+
+
+def _run_config(model_dir):
+    path = os.path.join(os.fspath(model_dir), artifacts.CONFIG_FILE)
+    return artifacts.read_json(path) if os.path.exists(path) else {}
+
+
+def evaluate(
+    model_dir,
+    corpus,
+    memory_length=None,
+    segment_length=None,
+    batch_size=None,
+    metrics_json=None,
+    log=print,
+):
+    """Bits per character of a saved model on a text file, with memory.
+
+    Args:
+        model_dir: the `--output` folder of a `keras-txl train` run.
+        corpus: path of the text to score (all of it).
+        memory_length: evaluation memory; `None`: the run's
+            `eval_memory_length`.
+        segment_length, batch_size: `None`: the run's segment length and
+            batch size (fewer streams if the text is short).
+        metrics_json: optional path of a JSON file for the results.
+        log: function that prints a line.
+
+    Returns:
+        The `evaluate_bpc` dict, with `tokens`.
+    """
+    from keras_txl import data
+
+    lm = artifacts.load_model(model_dir)
+    tokenizer = artifacts.load_tokenizer(model_dir)
+    run_config = _run_config(model_dir)
+    text = data.load_text(corpus)
+    ids = data.encode(tokenizer, text)
+    length = segment_length or run_config.get("segment_length", 64)
+    if memory_length is None:
+        memory_length = run_config.get(
+            "eval_memory_length", lm.backbone.memory_length
+        )
+    rows = eval_batch_size(
+        len(ids), batch_size or run_config.get("batch_size", 16), length
+    )
+    dataset = _segments(
+        ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
+    )
+    result = evaluate_bpc(lm, dataset, memory_length)
+    result["tokens"] = int(len(ids))
+    log(
+        f"{corpus}: {result['bits_per_character']:.4f} bits per character, "
+        f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "
+        f"segments of {length}, {len(ids):,} tokens)"
+    )
+    _write_metrics(result, None, metrics_json)
+    return result
+
+
+def generate(
+    model_dir,
+    prompt,
+    length=200,
+    top_k=5,
+    memory_length=None,
+    seed=0,
+    log=print,
+):
+    """Text from a saved model: `prompt` and its continuation.
+
+    Returns:
+        The generated text (without the prompt).
+    """
+    lm = artifacts.load_model(model_dir)
+    tokenizer = artifacts.load_tokenizer(model_dir)
+    if memory_length is None:
+        memory_length = _run_config(model_dir).get("eval_memory_length")
+    text = sample_text(
+        lm,
+        tokenizer,
+        prompt,
+        length=length,
+        top_k=top_k,
+        memory_length=memory_length,
+        seed=seed,
+    )
+    log(prompt + text)
+    return text
+
+
+__all__ = [
+    "TrainConfig",
+    "evaluate",
+    "fit_language_model",
+    "generate",
+    "train",
+]

@@ -1,0 +1,189 @@
+import dataclasses
+import math
+import os
+
+from keras_txl.training.presets import PRESETS
+
+DATASETS = ("builtin", "enwik8", "text8", "wikitext103")
+TOKENIZERS = ("byte", "char", "word")
+# The tokenizer each corpus is modeled with in the paper (enwik8: bytes,
+# text8: characters, WikiText-103: words); characters otherwise.
+DEFAULT_TOKENIZER = {
+    "builtin": "char",
+    "enwik8": "byte",
+    "text8": "char",
+    "wikitext103": "word",
+    "file": "char",
+}
+# Fields a resumed run may change: where and how it reports.
+RUN_FIELDS = ("output", "resume", "overwrite", "metrics_json", "verbose")
+
+
+class ConfigError(ValueError):
+    """A bad option value: the message names the option and the fix."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything a `keras-txl train` run depends on.
+
+    Fields left at `None` take the defaults of the preset (see
+    `keras_txl.training.presets.PRESETS`) in `resolved()`.
+
+    Fields:
+        dataset: `"builtin"` (the default corpus), `"enwik8"`, `"text8"`
+            or `"wikitext103"`.
+        corpus: path of a text file (with `dataset="builtin"` it replaces
+            the built-in text), or the local copy of a benchmark.
+        tokenizer: `"byte"`, `"char"` or `"word"`; `None` picks the one
+            of the paper for the dataset, characters otherwise.
+        preset: `"tiny"`, `"reference"` or `"base"`.
+        steps, segment_length, memory_length, eval_memory_length,
+            batch_size, dropout, learning_rate, warmup_steps: see the
+            `keras-txl train` options.
+        steps_per_epoch: training steps between checkpoints (a Keras
+            epoch); a resumed run continues from the last one.
+        valid_fraction: share of a text file (or the built-in text) held
+            out for validation, from its end.
+        seed: int. Seed of the initialization and of dropout.
+        output: folder of the model, tokenizer, checkpoint and pictures.
+        resume, overwrite: what to do when `output` holds a run.
+        metrics_json: optional path of the metrics file.
+        verbose: Keras verbosity of `fit` (1: progress bars).
+    """
+
+    dataset: str = "builtin"
+    corpus: str = None
+    tokenizer: str = None
+    preset: str = "tiny"
+    steps: int = None
+    segment_length: int = None
+    memory_length: int = None
+    eval_memory_length: int = None
+    batch_size: int = None
+    dropout: float = None
+    learning_rate: float = None
+    warmup_steps: int = None
+    steps_per_epoch: int = 100
+    valid_fraction: float = 0.1
+    seed: int = 0
+    output: str = os.path.join("runs", "keras-txl")
+    resume: bool = False
+    overwrite: bool = False
+    metrics_json: str = None
+    verbose: int = 1
+
+    def resolved(self):
+        """A copy with the preset's defaults filled in, checked."""
+        if self.preset not in PRESETS:
+            raise ConfigError(
+                f"--preset must be one of {', '.join(PRESETS)}. Received: "
+                f"{self.preset!r}"
+            )
+        if self.dataset not in DATASETS:
+            raise ConfigError(
+                f"--dataset must be one of {', '.join(DATASETS)}. "
+                f"Received: {self.dataset!r}"
+            )
+        values = dataclasses.asdict(self)
+        warmup_given = values["warmup_steps"] is not None
+        for name, default in PRESETS[self.preset]["train"].items():
+            if values[name] is None:
+                values[name] = default
+        if not warmup_given and isinstance(values["steps"], int):
+            # The preset's warmup, at most a tenth of a shorter run.
+            values["warmup_steps"] = min(
+                values["warmup_steps"], values["steps"] // 10
+            )
+        if values["tokenizer"] is None:
+            kind = self.dataset
+            if kind == "builtin" and self.corpus is not None:
+                kind = "file"
+            values["tokenizer"] = DEFAULT_TOKENIZER[kind]
+        config = TrainConfig(**values)
+        config.check()
+        return config
+
+    def check(self):
+        """Raises `ConfigError` naming the first bad option."""
+        for name in ("steps", "segment_length", "batch_size"):
+            _check_int(name, getattr(self, name), lowest=1)
+        _check_int("steps_per_epoch", self.steps_per_epoch, lowest=1)
+        for name in ("memory_length", "eval_memory_length", "warmup_steps"):
+            _check_int(name, getattr(self, name), lowest=0)
+        _check_int("seed", self.seed, lowest=0)
+        if self.warmup_steps >= self.steps:
+            raise ConfigError(
+                f"--warmup-steps ({self.warmup_steps}) must be below --steps "
+                f"({self.steps})."
+            )
+        if not (
+            isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0
+        ):
+            raise ConfigError(
+                f"--dropout must be a number in [0, 1). Received: "
+                f"{self.dropout!r}"
+            )
+        if not (
+            isinstance(self.learning_rate, (int, float))
+            and math.isfinite(self.learning_rate)
+            and self.learning_rate > 0
+        ):
+            raise ConfigError(
+                f"--learning-rate must be a number > 0. Received: "
+                f"{self.learning_rate!r}"
+            )
+        if not 0.0 < self.valid_fraction < 1.0:
+            raise ConfigError(
+                f"--valid-fraction must be in (0, 1). Received: "
+                f"{self.valid_fraction!r}"
+            )
+        if self.tokenizer not in TOKENIZERS:
+            raise ConfigError(
+                f"--tokenizer must be one of {', '.join(TOKENIZERS)}. "
+                f"Received: {self.tokenizer!r}"
+            )
+        self.check_run_flags()
+
+    def check_run_flags(self):
+        """Raises `ConfigError` if `resume` and `overwrite` are both set."""
+        if self.resume and self.overwrite:
+            raise ConfigError(
+                "--resume and --overwrite exclude each other: resume the "
+                "run in --output, or replace it."
+            )
+
+    def to_dict(self):
+        """The fields that define the run (not where it reports)."""
+        values = dataclasses.asdict(self)
+        return {k: v for k, v in values.items() if k not in RUN_FIELDS}
+
+    def merged_for_resume(self, saved):
+        """This configuration's run fields on the `saved` run's fields.
+
+        Raises `ConfigError` if an option given now (not `None`, not its
+        default) differs from the saved run.
+        """
+        defaults = TrainConfig()
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        values = {k: v for k, v in saved.items() if k in fields}
+        for name, value in self.to_dict().items():
+            given = value is not None and value != getattr(defaults, name)
+            if given and value != saved.get(name):
+                option = "--" + name.replace("_", "-")
+                raise ConfigError(
+                    f"{option} {value} differs from the run being resumed "
+                    f"({saved.get(name)}): omit it, or start a new run "
+                    f"with --overwrite."
+                )
+        for name in RUN_FIELDS:
+            values[name] = getattr(self, name)
+        return TrainConfig(**values)
+
+
+def _check_int(name, value, lowest):
+    if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+        option = "--" + name.replace("_", "-")
+        raise ConfigError(
+            f"{option} must be an integer >= {lowest}. Received: {value!r}"
+        )

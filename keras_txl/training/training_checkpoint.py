@@ -1,0 +1,116 @@
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+
+WEIGHTS_FILE = "state.weights.h5"
+MEMORY_FILE = "memory.npz"
+STATE_FILE = "state.json"
+
+
+class TrainingCheckpoint(keras.callbacks.Callback):
+    """Saves what a run needs to continue exactly where it stopped, at the
+    end of every epoch: the weights and the optimizer's state (one
+    `.weights.h5`), the memory carried between batches (`memory.npz`:
+    `MemoryState` is never saved with the weights), the global step, the
+    per-step losses so far and the run's configuration (`state.json`).
+
+    The folder is written under a temporary name and renamed, so a run
+    killed while saving keeps the previous checkpoint. `restore` loads it
+    into a model built and compiled as before, and returns the step to
+    continue from: the data resumes at that batch
+    (`dataset.repeat().skip(step)`).
+
+    Args:
+        directory: the checkpoint folder.
+        history: the run's `StepHistory` (step counter and losses).
+        config: a JSON-serializable dict saved with the state.
+
+    Example:
+
+    ```python
+    history = StepHistory(tokens_per_step=1024, total_steps=1000)
+    checkpoint = TrainingCheckpoint("run/checkpoint", history, config)
+    lm.fit(data.repeat(), steps_per_epoch=100, epochs=10,
+           callbacks=[history, checkpoint])
+    ```
+    """
+
+    def __init__(self, directory, history, config=None):
+        super().__init__()
+        self.directory = os.fspath(directory)
+        self.history = history
+        self.config = dict(config or {})
+
+    def on_epoch_end(self, epoch, logs=None):
+        # On JAX, `fit` has written its state back into the variables
+        # before `on_epoch_end`.
+        self.save()
+
+    def save(self):
+        """Writes the checkpoint of the model's current state."""
+        temporary = self.directory + ".tmp"
+        old = self.directory + ".old"
+        shutil.rmtree(temporary, ignore_errors=True)
+        os.makedirs(temporary)
+        model = self.model
+        model.save_weights(os.path.join(temporary, WEIGHTS_FILE))
+        state = model.memory_state
+        if state.has_state:
+            memory = state.read()
+            np.savez(
+                os.path.join(temporary, MEMORY_FILE),
+                memory=keras.ops.convert_to_numpy(memory["memory"]),
+                valid_length=keras.ops.convert_to_numpy(memory["valid_length"]),
+            )
+        with open(os.path.join(temporary, STATE_FILE), "w") as file:
+            json.dump(
+                {
+                    "step": self.history.step,
+                    "train_loss": self.history.losses,
+                    "config": self.config,
+                },
+                file,
+            )
+        shutil.rmtree(old, ignore_errors=True)
+        if os.path.exists(self.directory):
+            os.replace(self.directory, old)
+        os.replace(temporary, self.directory)
+        shutil.rmtree(old, ignore_errors=True)
+
+    @staticmethod
+    def read_state(directory):
+        """The `state.json` dict of a checkpoint (`step`, `train_loss`,
+        `config`)."""
+        with open(os.path.join(os.fspath(directory), STATE_FILE)) as file:
+            return json.load(file)
+
+    @staticmethod
+    def restore(model, directory, batch_size):
+        """Loads a checkpoint into `model` (built and compiled as when it
+        was saved) and returns its `state.json` dict.
+
+        Args:
+            model: a compiled `TransformerXLCausalLM`.
+            directory: the checkpoint folder.
+            batch_size: int. Batch size of the training data.
+        """
+        directory = os.fspath(directory)
+        if not model.built:
+            model.build()
+        model.build_memory(batch_size)
+        if not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(os.path.join(directory, WEIGHTS_FILE))
+        memory_path = os.path.join(directory, MEMORY_FILE)
+        if os.path.exists(memory_path):
+            with np.load(memory_path, allow_pickle=False) as memory:
+                model.memory_state.write(
+                    {
+                        "memory": memory["memory"],
+                        "valid_length": memory["valid_length"],
+                    }
+                )
+        return TrainingCheckpoint.read_state(directory)

@@ -1,0 +1,123 @@
+"""Two replicas against one device, on 2 logical CPU devices, in
+subprocesses (see `two_device_run.py`): TensorFlow `mirrored` and JAX
+`jax-data-parallel`, each under its own backend."""
+
+import numpy as np
+import pytest
+
+BATCH, REPLICAS = 4, 2
+ROWS = BATCH // REPLICAS
+
+
+def test_two_replicas_follow_the_single_device_loss_curve(
+    two_device_report,
+):
+    single = np.array(two_device_report["single"]["losses"])
+    multi = np.array(two_device_report["multi"]["losses"])
+    assert two_device_report["num_replicas"] == REPLICAS
+    assert single.shape == multi.shape == (20,)
+    np.testing.assert_allclose(multi, single, atol=1e-3, rtol=0)
+    # The curve moves: the comparison is not of two flat lines.
+    assert single[:3].mean() - single[-3:].mean() > 0.5
+
+
+def test_each_replica_keeps_the_memory_of_its_rows(two_device_report):
+    single = two_device_report["single"]["memory"]
+    replicas = two_device_report["multi"]["memory"]
+    assert len(single) == 1 and len(replicas) == REPLICAS
+    memory = np.array(single[0]["memory"])  # (batch, layers, M, hidden)
+    valid = np.array(single[0]["valid_length"])
+    assert memory.shape[0] == BATCH and np.all(valid == memory.shape[2])
+    for r, replica in enumerate(replicas):
+        rows = slice(r * ROWS, (r + 1) * ROWS)
+        assert np.array(replica["memory"]).shape == memory[rows].shape
+        np.testing.assert_allclose(
+            replica["memory"], memory[rows], atol=1e-4, rtol=0
+        )
+        np.testing.assert_array_equal(replica["valid_length"], valid[rows])
+    # The rows differ, so a replica holding another's rows would fail.
+    assert np.abs(memory[:ROWS] - memory[ROWS:]).max() > 0.1
+    # `reset_memory()` from outside the replicas empties every copy.
+    assert two_device_report["largest_after_reset"] == 0.0
+
+
+def test_replica_gets_the_same_contiguous_rows_at_every_step(
+    two_device_report,
+):
+    expected = [[list(range(r * ROWS, (r + 1) * ROWS)) for r in (0, 1)]] * 3
+    assert two_device_report["rows"] == expected
+
+
+def test_memory_is_held_per_replica(two_device_report):
+    """TensorFlow: one sync-on-read copy per replica, of the per-replica
+    batch. JAX: one global array whose rows the devices share; under
+    `ModelParallel` over a (batch 1, model 2) mesh with the LayoutMap of
+    `memory_layout_map(hidden_dim_name="model")`, split along its hidden
+    axis, with the same loss curve and memory."""
+    report = two_device_report
+    if report["backend"] == "tensorflow":
+        replicas = report["multi"]["memory"]
+        shapes = [np.array(r["memory"]).shape for r in replicas]
+        assert shapes == [(ROWS, 2, 8, 16)] * REPLICAS
+        return
+    assert report["memory_devices"] == ["cpu:0", "cpu:1"]
+    assert report["memory_spec"] == ["batch", None, None, None]
+    assert report["embedding_devices"] == 2  # weights copied on both
+    parallel, single = report["model_parallel"], report["single"]
+    assert parallel["memory_spec"] == ["batch", None, None, "model"]
+    assert parallel["kernel_spec"] == [None, "model"]
+    np.testing.assert_allclose(
+        parallel["losses"], single["losses"], atol=1e-3, rtol=0
+    )
+    (replica,) = parallel["memory"]  # the batch axis has one device
+    np.testing.assert_allclose(
+        replica["memory"], single["memory"][0]["memory"], atol=1e-4, rtol=0
+    )
+
+
+def test_batch_that_replicas_cannot_share_fails_before_training(
+    two_device_report,
+):
+    for key, batch in (("odd_batch_error", 3), ("odd_build_error", 5)):
+        message = two_device_report[key]
+        assert message is not None, key
+        assert f"global batch size ({batch})" in message
+        assert "multiple of the number of replicas (2" in message
+
+
+def test_batch_without_static_size_fails_before_training(two_device_report):
+    message = two_device_report["unbatched_error"]
+    assert message is not None and "drop_remainder=True" in message
+
+
+def test_tpu_strategy_without_a_tpu_says_so(two_device_report):
+    """TensorFlow: `TPUClusterResolver("local")` finds no TPU here. JAX:
+    the TPU strategy is TensorFlow's; JAX reaches TPUs through
+    `jax-data-parallel` (checked in `test_strategies.py`)."""
+    message = two_device_report.get("tpu_error")
+    if two_device_report["backend"] == "tensorflow":
+        assert message is not None and "found no TPU" in message
+        assert "tpu='local'" in message
+    else:
+        assert message is None
+
+
+@pytest.mark.slow
+def test_two_processes_follow_the_single_device_run(
+    two_device_report, two_process_reports
+):
+    """Two processes on localhost, one CPU replica each (TensorFlow
+    `multiworker`, JAX `jax-data-parallel` over `jax.distributed`): each
+    follows the single-device curve and holds the memory of its rows."""
+    single = two_device_report["single"]
+    memory = np.array(single["memory"][0]["memory"])
+    for index, report in enumerate(two_process_reports):
+        assert report["num_replicas"] == REPLICAS
+        np.testing.assert_allclose(
+            report["multi"]["losses"], single["losses"], atol=1e-3, rtol=0
+        )
+        (local,) = report["multi"]["memory"]
+        rows = slice(index * ROWS, (index + 1) * ROWS)
+        np.testing.assert_allclose(
+            local["memory"], memory[rows], atol=1e-4, rtol=0
+        )

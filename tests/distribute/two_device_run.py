@@ -1,0 +1,230 @@
+"""Trains a tiny Transformer-XL on one device, then on two replicas, and
+writes a JSON report. Run by `test_two_devices.py` in subprocesses:
+device counts are fixed once the engine starts, so this cannot share the
+test process.
+
+    KERAS_BACKEND=tensorflow python tests/distribute/two_device_run.py OUT
+    KERAS_BACKEND=jax python tests/distribute/two_device_run.py OUT
+
+trains on one device and on 2 logical CPU devices, strategy `mirrored`
+(TensorFlow) or `jax-data-parallel` (JAX).
+
+    python tests/distribute/two_device_run.py OUT worker INDEX PORT
+
+is process INDEX (0 or 1) of two on localhost, one CPU replica each:
+`multiworker` (TensorFlow, `TF_CONFIG`, PORT and PORT + 1) or
+`jax-data-parallel` over two hosts (JAX, `jax.distributed` through
+`KERAS_DISTRIBUTION_*`, coordinator on PORT).
+"""
+
+import json
+import os
+import sys
+
+from keras_txl import distribute
+
+BACKEND = os.environ["KERAS_BACKEND"]
+OUT = sys.argv[1]
+WORKER = sys.argv[2:3] == ["worker"]
+if WORKER:
+    INDEX, PORT = int(sys.argv[3]), int(sys.argv[4])
+    NUM_DEVICES = 1
+if WORKER and BACKEND == "tensorflow":
+    NAME = "multiworker"
+    os.environ["TF_CONFIG"] = json.dumps(
+        {
+            "cluster": {"worker": [f"localhost:{PORT + i}" for i in (0, 1)]},
+            "task": {"type": "worker", "index": INDEX},
+        }
+    )
+elif WORKER:
+    NAME = "jax-data-parallel"
+    os.environ["KERAS_DISTRIBUTION_JOB_ADDRESSES"] = f"localhost:{PORT}"
+    os.environ["KERAS_DISTRIBUTION_NUM_PROCESSES"] = "2"
+    os.environ["KERAS_DISTRIBUTION_PROCESS_ID"] = str(INDEX)
+else:
+    NUM_DEVICES = 2
+    NAME = "mirrored" if BACKEND == "tensorflow" else "jax-data-parallel"
+# First thing: device counts are fixed once the engine starts.
+distribute.configure_devices(NAME, NUM_DEVICES)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_txl.models import TransformerXLBackbone  # noqa: E402
+from keras_txl.models import TransformerXLCausalLM  # noqa: E402
+
+BATCH, LENGTH, STEPS, VOCAB, PERIOD = 4, 8, 20, 24, 13
+
+
+def segments():
+    """Inputs and targets `(STEPS, BATCH, LENGTH)` of ordered segments: row
+    `b` of segment `i + 1` continues row `b` of segment `i`. Each row
+    repeats its own random pattern of PERIOD tokens (longer than a
+    segment), so the memory helps and the loss falls."""
+    rng = np.random.default_rng(0)
+    patterns = rng.integers(0, VOCAB, size=(BATCH, PERIOD))
+    length = STEPS * LENGTH + 1
+    streams = np.stack([np.resize(p, length) for p in patterns])
+    streams = streams.astype("int32")  # (BATCH, STEPS * LENGTH + 1)
+    starts = range(0, STEPS * LENGTH, LENGTH)
+    inputs = np.stack([streams[:, s : s + LENGTH] for s in starts])
+    targets = np.stack([streams[:, s + 1 : s + LENGTH + 1] for s in starts])
+    return inputs, targets  # (STEPS, BATCH, LENGTH) each
+
+
+def dataset(batch=BATCH):
+    inputs, targets = segments()
+    return tf.data.Dataset.from_tensor_slices(
+        (inputs[:, :batch], targets[:, :batch])
+    )
+
+
+def train(strategy):
+    """Builds the model in the strategy, fits one pass, and returns the
+    loss of each step and the memory each local replica holds."""
+    running = []
+
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            running.append(float(logs["loss"]))
+
+    with strategy.scope():
+        keras.utils.set_random_seed(7)
+        backbone = TransformerXLBackbone(
+            vocabulary_size=VOCAB,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=16,
+            head_dim=8,
+            intermediate_dim=32,
+            memory_length=LENGTH,
+        )
+        lm = TransformerXLCausalLM(backbone)
+        lm.compile(
+            optimizer=keras.optimizers.Adam(1e-2),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        strategy.build_memory(lm, BATCH)
+        lm.fit(
+            strategy.distribute_dataset(dataset()),
+            epochs=1,
+            verbose=0,
+            callbacks=[Record()],
+        )
+    # Keras logs the running mean of the epoch: recover each step's loss.
+    losses = [
+        (k + 1) * mean - k * (running[k - 1] if k else 0.0)
+        for k, mean in enumerate(running)
+    ]
+    memory = [
+        {key: value.tolist() for key, value in replica.items()}
+        for replica in strategy.replica_memory(lm)
+    ]
+    return {"losses": losses, "memory": memory}, lm
+
+
+def first_tokens_per_replica(strategy, data):
+    """The first token of the rows each local replica gets, step by step,
+    through the path Keras's trainer takes."""
+    data = strategy.distribute_dataset(data)
+    if BACKEND == "tensorflow":
+        local = strategy.native.experimental_local_results
+        distributed = strategy.native.experimental_distribute_dataset(data)
+        return [
+            [np.asarray(x)[:, 0].tolist() for x in local(element[0])]
+            for element in distributed
+        ]
+    from keras.src.backend.jax.trainer import _distribute_data
+
+    steps = []
+    with strategy.scope():
+        for element in data:
+            x = _distribute_data(tuple(np.asarray(e) for e in element))[0]
+            shards = sorted(x.addressable_shards, key=lambda s: s.device.id)
+            steps.append([np.asarray(s.data)[:, 0].tolist() for s in shards])
+    return steps
+
+
+def spec(value):
+    return [None if axis is None else str(axis) for axis in value.sharding.spec]
+
+
+def model_parallel():
+    """JAX: a mesh of 1 (batch) x 2 (model) devices; the LayoutMap splits
+    the feed-forward kernels and the hidden axis of the memory."""
+    devices = keras.distribution.list_devices()[:2]
+    mesh = keras.distribution.DeviceMesh((1, 2), ("batch", "model"), devices)
+    layouts = distribute.memory_layout_map(mesh, hidden_dim_name="model")
+    layouts[".*/intermediate/kernel"] = (None, "model")
+    layouts[".*/output/kernel"] = ("model", None)
+    strategy = distribute.ReplicaStrategy.for_distribution(
+        keras.distribution.ModelParallel(layout_map=layouts)
+    )
+    report, lm = train(strategy)
+    report["memory_spec"] = spec(lm.memory_state.memory.value)
+    kernel = lm.backbone.transformer_layers[0].intermediate_dense.kernel
+    report["kernel_spec"] = spec(kernel.value)
+    return report
+
+
+def error_of(function, kind=ValueError):
+    try:
+        function()
+    except kind as error:
+        return str(error)
+    return None
+
+
+def two_devices():
+    report = {"backend": BACKEND, "strategy": NAME}
+    multi = distribute.make_strategy(NAME, NUM_DEVICES)
+    report["num_replicas"] = multi.num_replicas
+    report["single"], _ = train(distribute.make_strategy("none"))
+    report["multi"], lm = train(multi)
+    if BACKEND == "jax":
+        value = lm.memory_state.memory.value
+        report["memory_devices"] = sorted(
+            str(s.device) for s in value.addressable_shards
+        )
+        report["memory_spec"] = spec(value)
+        kernel = lm.backbone.token_embedding.embeddings.value
+        report["embedding_devices"] = len(kernel.sharding.device_set)
+        report["model_parallel"] = model_parallel()
+    lm.reset_memory()  # from outside the replicas: every copy forgets
+    report["largest_after_reset"] = max(
+        float(np.abs(replica[key]).max())
+        for replica in multi.replica_memory(lm)
+        for key in ("memory", "valid_length")
+    )
+    # Rows tagged with their index: which rows each replica gets.
+    rows = np.repeat(np.arange(BATCH, dtype="int32")[:, None], LENGTH, 1)
+    tagged = tf.data.Dataset.from_tensors((rows, rows)).repeat(3)
+    report["rows"] = first_tokens_per_replica(multi, tagged)
+    report["odd_batch_error"] = error_of(
+        lambda: multi.distribute_dataset(dataset(batch=3))
+    )
+    report["odd_build_error"] = error_of(lambda: multi.build_memory(lm, 5))
+    report["unbatched_error"] = error_of(
+        lambda: multi.distribute_dataset(dataset().unbatch().batch(4))
+    )
+    if BACKEND == "tensorflow":
+        # Last: connecting to a cluster resets TensorFlow's context.
+        report["tpu_error"] = error_of(
+            lambda: distribute.make_strategy("tpu", tpu="local"),
+            RuntimeError,
+        )
+    return report
+
+
+def worker():
+    strategy = distribute.make_strategy(NAME, NUM_DEVICES)
+    report = {"strategy": NAME, "num_replicas": strategy.num_replicas}
+    report["multi"], _ = train(strategy)
+    return report
+
+
+if __name__ == "__main__":
+    with open(OUT, "w") as file:
+        json.dump(worker() if WORKER else two_devices(), file)

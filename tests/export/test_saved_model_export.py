@@ -1,0 +1,119 @@
+import os
+
+import numpy as np
+import pytest
+from txl_export_testing import REPO_ROOT
+from txl_export_testing import keras_segment_loop
+from txl_export_testing import run_python
+from txl_export_testing import segments
+from txl_export_testing import tiny_lm
+
+from keras_txl.export import export_main
+from keras_txl.export import export_saved_model
+
+SERVER_SCRIPT = os.path.join(
+    REPO_ROOT, "tests", "export", "serve_without_keras.py"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.torch_ok
+def test_saved_model_served_without_keras_matches_keras(tmp_path):
+    lm = tiny_lm()
+    batch_size, segment_length, memory_length = 2, 4, 6
+    # 4 segments of 4 tokens: the memory of 6 fills, then slides.
+    token_segments = segments(batch_size, segment_length, num_segments=4)
+    path = tmp_path / "txl" / "1"
+    path.mkdir(parents=True)
+    (path / "old_export.txt").write_text("an older export")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export_saved_model(lm, path, batch_size, segment_length, memory_length)
+    export_saved_model(
+        lm, path, batch_size, segment_length, memory_length, overwrite=True
+    )
+    assert not (path / "old_export.txt").exists()
+    assert (path / "saved_model.pb").is_file()
+
+    inputs, outputs = tmp_path / "inputs.npz", tmp_path / "outputs.npz"
+    np.savez(inputs, segments=token_segments)
+    run_python([SERVER_SCRIPT, str(path), str(inputs), str(outputs)])
+    served = np.load(outputs)
+
+    assert served["loaded_blocked_modules"].tolist() == []
+    assert served["signatures"].tolist() == [
+        "initial_memory",
+        "serving_default",
+    ]
+    np.testing.assert_array_equal(
+        served["initial_memory"], np.zeros((batch_size, 2, memory_length, 16))
+    )
+    np.testing.assert_array_equal(served["initial_valid_length"], [0, 0])
+    logits, valid_lengths, final_memory = keras_segment_loop(
+        lm, token_segments, memory_length
+    )
+    assert served["logits"].shape == (4, batch_size, segment_length, 37)
+    np.testing.assert_allclose(served["logits"], logits, atol=1e-4)
+    np.testing.assert_array_equal(served["valid_length"], valid_lengths)
+    np.testing.assert_array_equal(valid_lengths[:, 0], [4, 6, 6, 6])
+    np.testing.assert_allclose(served["final_memory"], final_memory, atol=1e-4)
+    # Calls that do not fit the export fail with names and shapes.
+    shape_error = str(served["wrong_shape_error"])
+    assert "token_ids" in shape_error and "[2,5]" in shape_error, shape_error
+    assert "[2,4]" in shape_error, shape_error
+    valid_error = str(served["wrong_valid_length_error"])
+    assert "valid_length must be <= memory_length=6" in valid_error
+
+
+@pytest.mark.slow
+def test_export_main_from_model_dir_accepts_any_segment_length(tmp_path):
+    import tensorflow as tf
+
+    lm = tiny_lm(seed=3, pre_norm=True)
+    model_dir = tmp_path / "run"
+    model_dir.mkdir()
+    lm.save(str(model_dir / "model.keras"))
+    out_dir = tmp_path / "serving" / "1"
+    assert export_main(
+        model_dir,
+        out_dir,
+        batch_size=1,
+        segment_length=None,
+        memory_length=5,
+    ) == str(out_dir)
+
+    loaded = tf.saved_model.load(str(out_dir))
+    serve = loaded.signatures["serving_default"]
+    state = loaded.signatures["initial_memory"]()
+    tokens = segments(batch_size=1, segment_length=7, num_segments=1)[0]
+    # A prompt of 4 tokens, then steps of one token, as a server would.
+    memory = lm.backbone.initial_memory(1, 5)
+    for start, stop in [(0, 4), (4, 5), (5, 6), (6, 7)]:
+        segment = tokens[:, start:stop]
+        state = serve(
+            token_ids=tf.constant(segment),
+            memory=state["memory"],
+            valid_length=state["valid_length"],
+        )
+        logits, memory = lm.call_with_memory(segment, memory)
+        np.testing.assert_allclose(
+            state["logits"].numpy(), np.asarray(logits), atol=1e-4
+        )
+    np.testing.assert_array_equal(state["valid_length"].numpy(), [5])
+
+
+def test_export_rejects_bad_arguments(tmp_path):
+    lm = tiny_lm()
+    path = tmp_path / "out"
+    with pytest.raises(ValueError, match="memory_length=0"):
+        export_saved_model(lm, path, 2, 4, memory_length=0)
+    with pytest.raises(ValueError, match="batch_size=0"):
+        export_saved_model(lm, path, 0, 4, memory_length=4)
+    with pytest.raises(ValueError, match="segment_length=-1"):
+        export_saved_model(lm, path, 2, -1, memory_length=4)
+    with pytest.raises(ValueError, match="TransformerXLCausalLM"):
+        export_saved_model(lm.backbone, path, 2, 4, memory_length=4)
+    with pytest.raises(FileNotFoundError, match="model.keras"):
+        export_main(tmp_path, path, 2, 4, memory_length=4)
+    with pytest.raises(ValueError, match="memory_length"):
+        export_main(tmp_path, path, 2, 4, memory_length=None)
+    assert not path.exists()

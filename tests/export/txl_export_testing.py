@@ -1,0 +1,82 @@
+"""Helpers shared by the export tests: a tiny seeded model, the Keras
+reference of a segment loop, and a runner for child Python processes."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+VOCABULARY_SIZE = 37
+
+
+def tiny_lm(seed=0, tie_weights=True, **backbone_kwargs):
+    """A 2-layer model whose weights are drawn from `seed`."""
+    keras.utils.set_random_seed(seed)
+    config = dict(
+        vocabulary_size=VOCABULARY_SIZE,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        head_dim=8,
+        intermediate_dim=32,
+        memory_length=6,
+        clamp_length=10,
+        initializer_range=0.3,
+    )
+    config.update(backbone_kwargs)
+    backbone = TransformerXLBackbone(**config)
+    lm = TransformerXLCausalLM(backbone, tie_weights=tie_weights)
+    lm.build()
+    return lm
+
+
+def segments(batch_size=2, segment_length=4, num_segments=4, seed=1):
+    """Token ids `(num_segments, batch, T)` of one ordered stream per row."""
+    rng = np.random.RandomState(seed)
+    shape = (num_segments, batch_size, segment_length)
+    return rng.randint(0, VOCABULARY_SIZE, size=shape).astype("int32")
+
+
+def keras_segment_loop(lm, token_segments, memory_length):
+    """Logits `(num_segments, batch, T, vocab)`, valid lengths and the
+    final memory of `call_with_memory` threaded over the segments."""
+    batch_size = token_segments.shape[1]
+    memory = lm.backbone.initial_memory(batch_size, memory_length)
+    logits, valid_lengths = [], []
+    for segment in token_segments:
+        segment_logits, memory = lm.call_with_memory(segment, memory)
+        logits.append(keras.ops.convert_to_numpy(segment_logits))
+        valid_lengths.append(keras.ops.convert_to_numpy(memory["valid_length"]))
+    final_memory = keras.ops.convert_to_numpy(memory["memory"])
+    return np.stack(logits), np.stack(valid_lengths), final_memory
+
+
+def run_python(args, backend=None, timeout=300):
+    """Runs `python ARGS` from the repository root; returns stdout. The
+    child gets `KERAS_BACKEND=backend` when given, and keras_txl on its
+    path. Raises with the child's stderr when it fails."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p
+    )
+    if backend is not None:
+        env["KERAS_BACKEND"] = backend
+    result = subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise AssertionError(
+            f"python {' '.join(args)} failed:\n{result.stderr[-4000:]}"
+        )
+    return result.stdout

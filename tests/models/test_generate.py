@@ -1,0 +1,238 @@
+import keras
+import keras_hub
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+
+VOCABULARY_SIZE = 41
+
+
+def make_lm(seed=2, memory_length=8, sampler="greedy"):
+    """A tiny model with weights drawn by numpy (the same on every
+    backend). Normal(0, 1) kernels and embeddings, tied output: greedy
+    decoding of this untrained model then moves over several tokens
+    instead of repeating one, so that equal outputs say something."""
+    backbone = TransformerXLBackbone(
+        vocabulary_size=VOCABULARY_SIZE,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        head_dim=8,
+        intermediate_dim=32,
+        memory_length=memory_length,
+    )
+    lm = TransformerXLCausalLM(backbone)
+    lm.build()
+    rng = np.random.RandomState(seed)
+    for weight in lm.weights:
+        if "norm" not in weight.path and "output_bias" not in weight.path:
+            weight.assign(rng.normal(size=weight.shape).astype("float32"))
+    lm.compile(sampler=sampler)
+    return lm
+
+
+def padded(prompts, max_length):
+    """Right-padded `{"token_ids", "padding_mask"}` of a list of prompts."""
+    token_ids = np.zeros((len(prompts), max_length), "int32")
+    padding_mask = np.zeros((len(prompts), max_length), bool)
+    for row, prompt in enumerate(prompts):
+        token_ids[row, : len(prompt)] = prompt
+        padding_mask[row, : len(prompt)] = True
+    return {"token_ids": token_ids, "padding_mask": padding_mask}
+
+
+def greedy_by_recomputation(lm, prompt, max_length):
+    """The greedy tokens of a loop that runs the whole prefix, with an
+    empty memory, for every new token. (The prefix is right-padded to
+    `max_length`, one shape for every step; the model is causal, so the
+    padding does not change the logits of the prefix.)"""
+    tokens = list(prompt)
+    empty = lm.backbone.initial_memory(1, memory_length=0)
+    while len(tokens) < max_length:
+        prefix = np.zeros((1, max_length), "int32")
+        prefix[0, : len(tokens)] = tokens
+        logits, _ = lm.call_with_memory(prefix, empty)
+        logits = ops.convert_to_numpy(logits)[0, len(tokens) - 1]
+        tokens.append(int(np.argmax(logits)))
+    return tokens
+
+
+def greedy_by_steps(lm, prompt, max_length, memory_length):
+    """The greedy tokens of a Python loop of single-token
+    `call_with_memory` steps with a memory of `memory_length`."""
+    memory = lm.backbone.initial_memory(1, memory_length)
+    tokens = list(prompt)
+    for position in range(max_length - 1):
+        step = np.array([[tokens[position]]], "int32")
+        logits, memory = lm.call_with_memory(step, memory)
+        if position + 1 >= len(tokens):
+            logits = ops.convert_to_numpy(logits)[0, -1]
+            tokens.append(int(np.argmax(logits)))
+    return tokens
+
+
+def prompts_of(lengths, seed=1):
+    rng = np.random.RandomState(seed)
+    return [rng.randint(1, VOCABULARY_SIZE, size=n).tolist() for n in lengths]
+
+
+@pytest.mark.torch_ok
+def test_greedy_with_memory_equals_recomputing_the_prefix():
+    lm = make_lm()
+    max_length = 24
+    # 7 prompt tokens: two segments of 3 in memory, then steps of one.
+    prompt = [3, 17, 5, 22, 9, 1, 30]
+    out = lm.generate(
+        padded([prompt], max_length), stop_token_ids=None, segment_length=3
+    )
+    expected = greedy_by_recomputation(lm, prompt, max_length)
+    assert out["token_ids"][0].tolist() == expected
+    assert len(set(expected[7:])) >= 5  # not one token over and over
+    assert out["padding_mask"].all()
+
+
+def test_mixed_length_prompts_match_each_prompt_alone():
+    lm = make_lm(seed=3)
+    max_length = 14
+    prompts = prompts_of([2, 9, 5], seed=3)
+    together = lm.generate(
+        padded(prompts, max_length), stop_token_ids=None, segment_length=4
+    )["token_ids"]
+    for row, prompt in enumerate(prompts):
+        alone = lm.generate(
+            padded([prompt], max_length),
+            stop_token_ids=None,
+            segment_length=4,
+        )["token_ids"]
+        assert together[row].tolist() == alone[0].tolist()
+        assert together[row, : len(prompt)].tolist() == prompt
+
+
+@pytest.mark.torch_ok
+def test_memory_and_step_cost_stay_fixed_past_the_memory_length():
+    """Output 3x longer than the memory: every backbone call gets the same
+    fixed-size memory and one token (or a prompt segment), and the tokens
+    are those of single-token steps over a sliding memory."""
+    memory_length, max_length = 4, 12
+    lm = make_lm()
+    calls = []
+    generate_segment = lm._generate_segment
+
+    def spy(token_ids, memory):
+        calls.append((tuple(token_ids.shape), tuple(memory["memory"].shape)))
+        return generate_segment(token_ids, memory)
+
+    lm._generate_segment = spy
+    prompts = [[3, 17, 5], [22, 9]]
+    out = lm.generate(
+        padded(prompts, max_length),
+        stop_token_ids=None,
+        memory_length=memory_length,
+        segment_length=2,
+    )
+    # Traced once per loop under jit, called per step when eager.
+    assert {memory for _, memory in calls} == {(2, 2, memory_length, 16)}
+    assert {tokens for tokens, _ in calls} <= {(2, 2), (2, 1)}
+    assert (2, 1) in {tokens for tokens, _ in calls}
+    for row, prompt in enumerate(prompts):
+        expected = greedy_by_steps(lm, prompt, max_length, memory_length)
+        assert out["token_ids"][row].tolist() == expected
+    # A memory shorter than the context forgets: not the full-context text.
+    full = greedy_by_recomputation(lm, prompts[0], max_length)
+    assert out["token_ids"][0].tolist() != full
+
+
+def test_stop_tokens_end_rows_in_the_padding_mask():
+    lm = make_lm(seed=6)
+    max_length = 12
+    prompts = prompts_of([3, 5], seed=7)
+    free = lm.generate(padded(prompts, max_length), stop_token_ids=None)
+    # Stop on the first new token of row 0.
+    stop = int(free["token_ids"][0, 3])
+    out = lm.generate(padded(prompts, max_length), stop_token_ids=(stop,))
+    mask = out["padding_mask"]
+    assert mask[0].tolist() == [True] * 4 + [False] * (max_length - 4)
+    tokens = out["token_ids"][1].tolist()
+    new = [i for i in range(5, max_length) if tokens[i] == stop]
+    last = new[0] if new else max_length - 1
+    assert mask[1].tolist() == [i <= last for i in range(max_length)]
+
+
+# Greedy, top-k, top-p and random share keras-hub's base sampler loop (only
+# the choice from the logits differs); beam search also reorders the memory.
+@pytest.mark.parametrize(
+    "sampler",
+    ["top_k", keras_hub.samplers.BeamSampler(num_beams=2)],
+    ids=["top_k", "beam"],
+)
+def test_keras_hub_samplers_generate_after_the_prompts(sampler):
+    lm = make_lm(seed=8, sampler=sampler)
+    prompts = prompts_of([4, 2], seed=9)
+    out = lm.generate(
+        padded(prompts, 10), stop_token_ids=None, memory_length=6
+    )["token_ids"]
+    assert out.shape == (2, 10)
+    for row, prompt in enumerate(prompts):
+        assert out[row, : len(prompt)].tolist() == prompt
+    assert ((out >= 0) & (out < VOCABULARY_SIZE)).all()
+
+
+def test_beam_search_with_one_beam_is_greedy():
+    lm = make_lm(seed=10)
+    prompts = prompts_of([4, 2], seed=11)
+    greedy = lm.generate(padded(prompts, 10), stop_token_ids=None)
+    lm.compile(sampler=keras_hub.samplers.BeamSampler(num_beams=1))
+    beam = lm.generate(padded(prompts, 10), stop_token_ids=None)
+    np.testing.assert_array_equal(beam["token_ids"], greedy["token_ids"])
+
+
+def test_generate_on_strings_with_a_preprocessor():
+    tokenizer = keras_hub.tokenizers.ByteTokenizer()
+    # ByteTokenizer has no special tokens; CausalLMPreprocessor reads them.
+    tokenizer.start_token_id = None
+    tokenizer.end_token_id = None
+    tokenizer.pad_token_id = 0
+    preprocessor = keras_hub.models.CausalLMPreprocessor(
+        tokenizer=tokenizer,
+        sequence_length=12,
+        add_start_token=False,
+        add_end_token=False,
+    )
+    keras.utils.set_random_seed(12)
+    backbone = TransformerXLBackbone(
+        vocabulary_size=256,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        head_dim=4,
+        intermediate_dim=16,
+        memory_length=4,
+    )
+    lm = TransformerXLCausalLM(backbone, preprocessor=preprocessor)
+    lm.compile(sampler="greedy")
+    texts = lm.generate(["hello", "a"], max_length=9, stop_token_ids=None)
+    assert all(isinstance(text, str) for text in texts)
+    assert texts[0].startswith("hello") and texts[1].startswith("a")
+    single = lm.generate("hello", max_length=9, stop_token_ids=None)
+    assert single == texts[0]
+
+
+def test_generate_rejects_bad_arguments():
+    lm = make_lm()
+    inputs = padded(prompts_of([3, 2]), 8)
+    with pytest.raises(ValueError, match="memory_length=0"):
+        lm.generate(inputs, stop_token_ids=None, memory_length=0)
+    with pytest.raises(ValueError, match="segment_length=-2"):
+        lm.generate(inputs, stop_token_ids=None, segment_length=-2)
+    left_padded = {
+        "token_ids": inputs["token_ids"],
+        "padding_mask": inputs["padding_mask"][:, ::-1],
+    }
+    with pytest.raises(ValueError, match="right-padded.*Row 0"):
+        lm.generate(left_padded, stop_token_ids=None)
+    empty = padded([[4, 5], []], 8)
+    with pytest.raises(ValueError, match="row 1 has none"):
+        lm.generate(empty, stop_token_ids=None)

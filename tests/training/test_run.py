@@ -1,0 +1,150 @@
+"""Training runs of `keras-txl train`: stop and resume, output folders,
+option checks."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_txl.training import artifacts
+from keras_txl.training.run import _prepare_output
+from keras_txl.training.run import eval_memory_lengths
+from keras_txl.training.run import fit_language_model
+from keras_txl.training.train_config import ConfigError
+from keras_txl.training.train_config import TrainConfig
+
+TEXT = (
+    "The quick brown fox jumps over the lazy dog. "
+    "Pack my box with five dozen liquor jugs. "
+)
+
+
+def _config(tmp_path, name="run", **kwargs):
+    corpus = tmp_path / "corpus.txt"
+    if not corpus.exists():
+        corpus.write_text(TEXT * 2, encoding="utf-8")  # 172 characters
+    values = dict(
+        corpus=str(corpus),
+        preset="tiny",
+        steps=7,
+        segment_length=8,
+        batch_size=2,
+        memory_length=8,
+        eval_memory_length=16,
+        steps_per_epoch=2,
+        dropout=0.0,
+        seed=3,
+        verbose=0,
+        output=str(tmp_path / name),
+    )
+    values.update(kwargs)
+    return TrainConfig(**values)
+
+
+class _StopAfter(keras.callbacks.Callback):
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+        self.seen = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.steps:
+            self.model.stop_training = True
+
+
+@pytest.mark.torch_ok
+def test_stop_and_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
+    # 154 training characters: 2 streams of 77, 9 batches of 8 a pass; the
+    # run of 7 steps stops at 3 (inside the second epoch of 2 steps) and
+    # resumes with the weights, the optimizer, the data position and the
+    # memory of step 3.
+    whole = fit_language_model(_config(tmp_path, "whole"), log=lambda _: None)
+    assert whole["finished"] and len(whole["history"].losses) == 7
+
+    first = fit_language_model(
+        _config(tmp_path, "parts"), [_StopAfter(3)], log=lambda _: None
+    )
+    assert not first["finished"] and len(first["history"].losses) == 3
+    checkpoint = tmp_path / "parts" / "checkpoint"
+    assert artifacts.read_json(checkpoint / "state.json")["step"] == 3
+    rest = fit_language_model(
+        TrainConfig(output=str(tmp_path / "parts"), resume=True, verbose=0),
+        log=lambda _: None,
+    )
+    assert rest["finished"]
+    np.testing.assert_allclose(
+        rest["history"].losses, whole["history"].losses, atol=1e-4
+    )
+    for resumed, uninterrupted in zip(
+        rest["lm"].get_weights(), whole["lm"].get_weights()
+    ):
+        np.testing.assert_allclose(resumed, uninterrupted, atol=1e-4)
+    # The losses moved: equal losses are not those of an idle model.
+    assert whole["history"].losses[-1] < whole["history"].losses[0] - 0.1
+
+
+def test_resume_refuses_other_options_and_nothing_to_resume(tmp_path):
+    with pytest.raises(ConfigError, match="Nothing to resume"):
+        fit_language_model(_config(tmp_path, resume=True))
+    checkpoint = tmp_path / "run" / "checkpoint"
+    checkpoint.mkdir(parents=True)
+    artifacts.write_json(
+        checkpoint / "state.json",
+        {"step": 1, "train_loss": [1.0], "config": _config(tmp_path).to_dict()},
+    )
+    with pytest.raises(ConfigError, match="--steps 9 differs .* \\(7\\)"):
+        fit_language_model(
+            TrainConfig(output=str(tmp_path / "run"), resume=True, steps=9)
+        )
+
+
+def test_output_folder_is_never_overwritten_without_overwrite(tmp_path):
+    config = _config(tmp_path).resolved()
+    output = tmp_path / "run"
+    output.mkdir()
+    (output / "model.keras").write_bytes(b"a saved model")
+    (output / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="already holds a model"):
+        _prepare_output(config)
+    assert (output / "model.keras").read_bytes() == b"a saved model"
+    _prepare_output(_config(tmp_path, overwrite=True).resolved())
+    assert not (output / "model.keras").exists()
+    assert (output / "notes.txt").read_text() == "mine"  # not ours: kept
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="is a file"):
+        _prepare_output(_config(tmp_path, output=str(tmp_path / "file")))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(preset="huge"), "--preset"),
+        (dict(dataset="ptb"), "--dataset"),
+        (dict(steps=0), "--steps"),
+        (dict(memory_length=-1), "--memory-length"),
+        (dict(dropout=1.0), "--dropout"),
+        (dict(learning_rate=0.0), "--learning-rate"),
+        (dict(warmup_steps=7), "--warmup-steps"),
+        (dict(tokenizer="bpe"), "--tokenizer"),
+        (dict(resume=True, overwrite=True), "exclude each other"),
+    ],
+)
+def test_config_errors_name_the_option(tmp_path, kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        _config(tmp_path, **kwargs).resolved()
+
+
+def test_preset_defaults_and_memory_lengths(tmp_path):
+    config = TrainConfig(steps=30).resolved()
+    assert (config.segment_length, config.memory_length) == (64, 64)
+    assert config.warmup_steps == 3  # a tenth of a short run
+    assert config.tokenizer == "char"
+    assert TrainConfig(dataset="enwik8").resolved().tokenizer == "byte"
+    assert TrainConfig(preset="reference").resolved().batch_size == 16
+    assert eval_memory_lengths(_config(tmp_path).resolved()) == [
+        0,
+        2,
+        8,
+        16,
+        32,
+    ]
