@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import pytest
 
 from keras_txl.cli import main
@@ -55,6 +56,10 @@ def test_train_evaluate_generate_end_to_end(tmp_path, corpus, capsys):
     output = str(tmp_path / "run")
     metrics_path = str(tmp_path / "metrics.json")
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    if keras.backend.backend() == "torch":
+        # One thread, as in this process (see tests/training/conftest.py):
+        # torch's spinning threads crawl beside the other pytest worker.
+        env["OMP_NUM_THREADS"] = "1"
     command = [sys.executable, "-m", "keras_txl", "train", "--corpus"]
     command += [corpus, "--output", output, "--metrics-json", metrics_path]
     result = subprocess.run(

@@ -80,6 +80,7 @@ def _measure(
     from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
     from keras_txl.models import TransformerXLBackbone
     from keras_txl.models import TransformerXLCausalLM
+    from keras_txl.training import transformer_xl_optimizer
 
     keras.utils.set_random_seed(seed)
     backbone = TransformerXLBackbone(**backbone_config)
@@ -87,7 +88,7 @@ def _measure(
         TransformerXLCausalLM(backbone), segment_length=segment_length
     )
     model.compile(
-        optimizer=keras.optimizers.Adam(1e-4, global_clipnorm=0.25),
+        optimizer=transformer_xl_optimizer(1e-4),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     rng = np.random.default_rng(seed)

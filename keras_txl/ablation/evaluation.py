@@ -88,8 +88,7 @@ def token_losses(
     targets = np.concatenate(
         [y for _, y in dataset.as_numpy_iterator()]
     )  # (segments * batch, T)
-    model.build_memory(batch_size)
-    model.reset_memory()
+    # `predict` starts from an empty memory built for `batch_size`.
     logits = model.predict(dataset.map(lambda x, y: x), verbose=0)
     logits = np.asarray(logits, "float64")  # (segments * batch, T, V)
     top = logits.max(axis=-1, keepdims=True)

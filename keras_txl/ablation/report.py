@@ -38,6 +38,10 @@ def _bpc(values):
     return f"{np.mean(values):.4f} ({seeds})"
 
 
+def _seconds(value):
+    return "-" if value is None else f"{value:.4f}"
+
+
 def _megabytes(value):
     return "-" if value is None else f"{value / 2**20:.1f}"
 
@@ -80,6 +84,24 @@ def markdown_report(results):
             f"| {_bpc([r['valid_bpc'] for r in runs])} "
             f"| {_bpc([r['valid_bpc_long'] for r in runs])} "
             f"| {seconds:.0f} | {paper} |"
+        )
+    lines += [
+        "",
+        "Training (bits per character of the training batches over the "
+        "last 10% of steps: mean and standard deviation, first seed; "
+        "median seconds per step after two):",
+        "",
+        "| variant | train bpc | std | non-finite steps | s / step |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in results["valid_bpc"]:
+        run = training[name][0]
+        bits = 1.0 / math.log(2.0)
+        lines.append(
+            f"| {name} | {run['train_loss_last'] * bits:.4f} "
+            f"| {run['train_loss_last_std'] * bits:.4f} "
+            f"| {run['nonfinite_steps']} "
+            f"| {_seconds(run['seconds_per_step'])} |"
         )
     sweep = results["memory_sweep"]
     lines += [

@@ -12,12 +12,16 @@ from keras_txl import data
 from keras_txl.ablation.cost import measure_step_cost
 from keras_txl.ablation.evaluation import bits_per_token
 from keras_txl.ablation.evaluation import context_losses
-from keras_txl.ablation.evaluation import token_losses
 from keras_txl.ablation.presets import get_preset
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.training.evaluation import evaluate_bpc
+from keras_txl.training.memory_reset import MemoryReset
+from keras_txl.training.schedules import transformer_xl_optimizer
+from keras_txl.training.step_history import StepHistory
 from keras_txl.utils.validation import check_positive_int
 
 # The variants of the table, in its order.
@@ -73,50 +77,6 @@ def variant_config(name, memory_length, segment_length):
     )
 
 
-class _StepLog(keras.callbacks.Callback):
-    """Per-step loss and wall time, and a memory reset where the data
-    starts over."""
-
-    def __init__(self, reset_every):
-        super().__init__()
-        self.reset_every = reset_every
-        self.losses = []
-        self.times = []
-        self._means = []
-        self._start = None
-        self._step = 0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self._step and self._step % self.reset_every == 0:
-            sync = getattr(self.model, "jax_state_sync", None)
-            if sync is not None:
-                sync()
-            self.model.reset_memory()
-        self._start = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.times.append(time.perf_counter() - self._start)
-        # Keras logs the running mean of the loss over the epoch.
-        mean = float(logs["loss"])
-        count = len(self._means)
-        previous = self._means[-1] if self._means else 0.0
-        self.losses.append((count + 1) * mean - count * previous)
-        self._means.append(mean)
-        self._step += 1
-
-
-def _optimizer(learning_rate, steps, warmup_steps):
-    schedule = keras.optimizers.schedules.CosineDecay(
-        0.0,
-        decay_steps=max(1, steps - warmup_steps),
-        warmup_target=learning_rate,
-        warmup_steps=warmup_steps,
-        alpha=0.01,
-    )
-    # Gradient clipping as the paper (0.25).
-    return keras.optimizers.Adam(schedule, global_clipnorm=0.25)
-
-
 def _train(
     backbone_config,
     train_ids,
@@ -134,31 +94,33 @@ def _train(
     lm = TransformerXLCausalLM(TransformerXLBackbone(**backbone_config))
     model = UnrolledSegmentsLM(lm, segment_length=segment_length)
     model.compile(
-        optimizer=_optimizer(learning_rate, steps, warmup_steps),
+        optimizer=transformer_xl_optimizer(
+            learning_rate, total_steps=steps, warmup_steps=warmup_steps
+        ),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[BatchCrossEntropy()],
     )
     length = segments_per_step * segment_length
     dataset = data.segment_dataset(train_ids, batch_size, length)
     batches = data.num_batches(len(train_ids), batch_size, length)
-    model.build_memory(batch_size)
-    model.reset_memory()
-    log = _StepLog(reset_every=batches)
+    history = StepHistory(batch_size * length, total_steps=steps)
     start = time.perf_counter()
     model.fit(
         dataset.repeat(),
         epochs=1,
         steps_per_epoch=steps,
-        callbacks=[log],
+        # The memory starts empty where the text starts over.
+        callbacks=[MemoryReset(reset_every=batches), history],
         shuffle=False,
         verbose=0,
     )
     seconds = time.perf_counter() - start
-    losses = np.asarray(log.losses)
+    losses = np.asarray(history.losses)
     tail = losses[-max(1, steps // 10) :]
-    steady = log.times[2:] or log.times
+    speed = history.tokens_per_second  # Compilation left out.
     record = {
         "train_seconds": seconds,
-        "seconds_per_step": float(np.median(steady)),
+        "seconds_per_step": speed and history.tokens_per_step / speed,
         "train_loss_last": float(np.mean(tail)),
         "train_loss_last_std": float(np.std(tail)),
         "nonfinite_steps": int(np.sum(~np.isfinite(losses))),
@@ -169,8 +131,8 @@ def _train(
 
 
 def _evaluate(lm, ids, batch_size, segment_length, memory_length):
-    losses = token_losses(lm, ids, batch_size, segment_length, memory_length)
-    return bits_per_token(losses)
+    dataset = data.segment_dataset(ids, batch_size, segment_length)
+    return evaluate_bpc(lm, dataset, memory_length)["bits_per_character"]
 
 
 def _mean(values):

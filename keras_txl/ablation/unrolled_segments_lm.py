@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.training.memory_carry import prepare_memory_carry
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -81,6 +82,24 @@ class UnrolledSegmentsLM(keras.Model):
     def reset_memory(self):
         """Forgets the memory carried between batches."""
         self.lm.reset_memory()
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        epochs=1,
+        verbose="auto",
+        callbacks=None,
+        **kwargs,
+    ):
+        """`keras.Model.fit`, carrying the memory from batch to batch (see
+        `TransformerXLCausalLM.fit`: the memory is built for the batch
+        size of `x`, and a `MemoryReset` is added unless given)."""
+        x, callbacks = prepare_memory_carry(self, x, batch_size, callbacks)
+        return super().fit(
+            x, y, batch_size, epochs, verbose, callbacks, **kwargs
+        )
 
     def call(self, token_ids, training=None):
         batch_size, length = token_ids.shape[0], token_ids.shape[1]

@@ -283,7 +283,12 @@ def _reduce_leaf_by_leaf(strategy):
         def one(leaf):
             local = strategy.experimental_local_results(leaf)[0]
             rank = len(getattr(local, "shape", ()))
-            return reduce(reduce_op, leaf, axis=axis if rank else None)
+            try:
+                return reduce(reduce_op, leaf, axis=axis if rank else None)
+            except ValueError:
+                # Not a per-replica value (e.g. a metric result read from
+                # a variable in the cross-replica context): already global.
+                return leaf
 
         return tf.nest.map_structure(one, value)
 

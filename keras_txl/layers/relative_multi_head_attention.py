@@ -25,7 +25,8 @@ def relative_shift(scores):
     values and must be masked.
 
     The pad-and-reshape of Dai et al. (2019, appendix B): one zero column,
-    two reshapes, one slice, and no gather.
+    two reshapes, one slice, and no gather. (`RelativeMultiHeadAttention`
+    skips the pad: its matmul writes the zero column, see `_shift_padded`.)
 
     Args:
         scores: tensor of shape `(batch, heads, T, K)`.
@@ -33,15 +34,65 @@ def relative_shift(scores):
     Returns:
         A tensor of the same shape.
     """
-    batch, heads, query_length, key_length = ops.shape(scores)
+    key_length = ops.shape(scores)[-1]
     padded = ops.pad(scores, [[0, 0], [0, 0], [0, 0], [1, 0]])  # (b,h,T,K+1)
-    padded = ops.reshape(
-        padded, (batch, heads, key_length + 1, query_length)
-    )  # (b, h, K + 1, T)
-    shifted = padded[:, :, 1:, :]  # (b, h, K, T)
+    return _shift_padded(padded, key_length)  # (b, h, T, K)
+
+
+def _shift_padded(padded, key_length):
+    """`relative_shift` of scores whose zero column is already in front.
+
+    `padded[..., i, 0]` must be 0 and `padded[..., i, 1:]` the scores of
+    `relative_shift`'s input, as a matmul with a zero row in front of the
+    position embeddings produces them. This skips the pad of
+    `relative_shift` (a copy of the whole score tensor): what is left is
+    one slice of the flat scores. Any number of leading axes.
+
+    Args:
+        padded: tensor of shape `(..., T, K + 1)`.
+        key_length: int `K`.
+
+    Returns:
+        A tensor of shape `(..., T, K)`.
+    """
+    shape = ops.shape(padded)
+    leading, query_length = tuple(shape[:-2]), shape[-2]
+    flat = ops.reshape(
+        padded, (-1, query_length * (key_length + 1))
+    )  # (rows, T * (K + 1)): the (K + 1, T) view of Dai et al., flat
+    # Without its first row. `ops.slice`, not `flat[:, T:]`: TensorFlow's
+    # gradient of a strided slice is several times slower than that of a
+    # slice (a pad).
+    flat = ops.slice(
+        flat, (0, query_length), (ops.shape(flat)[0], query_length * key_length)
+    )  # (rows, T * K)
     return ops.reshape(
-        shifted, (batch, heads, query_length, key_length)
-    )  # (b, h, T, K)
+        flat, leading + (query_length, key_length)
+    )  # (..., T, K)
+
+
+def _heads_first(x, kernel):
+    """`einsum("btd,dnh->nbth")` as one 2-D matmul and a transpose."""
+    batch, length, dim = ops.shape(x)
+    _, heads, head_dim = ops.shape(kernel)
+    y = ops.matmul(
+        ops.reshape(x, (batch * length, dim)),
+        ops.reshape(kernel, (dim, heads * head_dim)),
+    )  # (batch * T, heads * head_dim)
+    y = ops.reshape(y, (batch, length, heads, head_dim))
+    return ops.transpose(y, (2, 0, 1, 3))  # (heads, batch, T, head_dim)
+
+
+def _heads_last(x, kernel):
+    """`einsum("nbth,nhd->btd")` as a transpose and one 2-D matmul."""
+    heads, batch, length, head_dim = ops.shape(x)
+    dim = ops.shape(kernel)[-1]
+    x = ops.transpose(x, (1, 2, 0, 3))  # (batch, T, heads, head_dim)
+    y = ops.matmul(
+        ops.reshape(x, (batch * length, heads * head_dim)),
+        ops.reshape(kernel, (heads * head_dim, dim)),
+    )  # (batch * T, dim)
+    return ops.reshape(y, (batch, length, dim))
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -209,7 +260,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         attention_mask,
         use_causal_mask,
     ):
-        """Boolean mask of shape (batch or 1, 1, T, K); True = attend."""
+        """Boolean mask of shape (batch or 1, T, K); True = attend."""
         memory_length = key_length - query_length
         i = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
         j = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
@@ -220,16 +271,14 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             # The query at key position M + i sees keys (i, M + i]: the M
             # keys that end at itself (the authors' PyTorch mask).
             allowed = ops.logical_and(allowed, j > i)
-        allowed = allowed[None, None, :, :]  # (1, 1, T, K)
+        allowed = allowed[None, :, :]  # (1, T, K)
         if memory_valid_length is not None:
             valid = ops.cast(memory_valid_length, "int32")[:, None]  # (b, 1)
             first_valid = memory_length - valid  # (b, 1)
             key_ok = j >= first_valid  # (b, K)
-            allowed = ops.logical_and(
-                allowed, key_ok[:, None, None, :]
-            )  # (b, 1, T, K)
+            allowed = ops.logical_and(allowed, key_ok[:, None, :])  # (b,T,K)
         if attention_mask is not None:
-            user = ops.cast(attention_mask, "bool")[:, None, :, :]  # (b,1,T,K)
+            user = ops.cast(attention_mask, "bool")  # (b, T, K)
             allowed = ops.logical_and(allowed, user)
         return allowed
 
@@ -244,11 +293,12 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        query = ops.cast(query, self.compute_dtype)
+        dtype = self.compute_dtype
+        query = ops.cast(query, dtype)
         if memory is None:
             context = query
         else:
-            memory = ops.cast(memory, self.compute_dtype)
+            memory = ops.cast(memory, dtype)
             context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
         query_length = ops.shape(query)[1]
         key_length = ops.shape(context)[1]
@@ -264,47 +314,87 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
                 f"{rows} rows. Build it with `RelativePositionEmbedding` "
                 "from the same segment and memory."
             )
+        heads = self.num_heads
 
-        q = self.query_dense(query)  # (batch, T, heads, head_dim)
-        k = self.key_dense(context)  # (batch, K, heads, head_dim)
-        v = self.value_dense(context)  # (batch, K, heads, head_dim)
-        r = self.position_dense(
-            ops.cast(position_embedding, self.compute_dtype)
-        )  # (K, heads, head_dim)
+        # Scores are laid out heads-first, (heads, batch, T, K): every
+        # product below is then a plain batched matmul whose result needs
+        # no transpose, and the position product, whose right side is the
+        # same for all examples, is one (batch * T, head_dim) x (head_dim,
+        # K + 1) matmul per head. Only the small (.., head_dim) tensors
+        # are transposed, never the (T, K) scores.
+        def kernel(dense):
+            return ops.cast(dense.kernel, dtype)  # (dim, heads, head_dim)
 
-        content_bias = ops.cast(self.content_bias, q.dtype)
-        position_bias = ops.cast(self.position_bias, q.dtype)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        q = _heads_first(
+            query, kernel(self.query_dense)
+        )  # (heads, batch, T, head_dim)
+        # Keys and values in one matmul over the context.
+        kv = _heads_first(
+            context,
+            ops.concatenate(
+                [kernel(self.key_dense), kernel(self.value_dense)], axis=1
+            ),
+        )  # (2 * heads, batch, K, head_dim)
+        # A split, not `kv[:heads]`: see `_shift_padded`.
+        k, v = ops.split(kv, 2, axis=0)  # (heads, batch, K, head_dim) each
+        # A zero row in front of the position embeddings gives the zero
+        # column of the relative shift for free (see `_shift_padded`).
+        position_embedding = ops.cast(position_embedding, dtype)
+        position_embedding = ops.pad(
+            position_embedding, [[1, 0], [0, 0]]
+        )  # (K + 1, position_dim)
+        r = ops.einsum(
+            "kd,dnh->nhk", position_embedding, kernel(self.position_dense)
+        )  # (heads, head_dim, K + 1)
+
+        # u and v of eq. 4, and the 1 / sqrt(head_dim) of the scores, on
+        # the queries (T x head_dim numbers, not T x K).
+        content_bias = ops.cast(self.content_bias, dtype)[:, None, None, :]
+        position_bias = ops.cast(self.position_bias, dtype)[:, None, None, :]
+        content_query = (q + content_bias) * ops.cast(scale, dtype)
+        position_query = (q + position_bias) * ops.cast(scale, dtype)
         # Terms (a) + (c) of eq. 4, then (b) + (d).
-        content_scores = ops.einsum(
-            "bqnh,bknh->bnqk", q + content_bias, k
-        )  # (batch, heads, T, K)
-        position_scores = ops.einsum(
-            "bqnh,knh->bnqk", q + position_bias, r
-        )  # (batch, heads, T, K)
-        position_scores = relative_shift(position_scores)
+        content_scores = ops.matmul(
+            content_query, ops.swapaxes(k, -1, -2)
+        )  # (heads, batch, T, K)
+        batch = ops.shape(q)[1]
+        position_scores = ops.matmul(
+            ops.reshape(
+                position_query, (heads, batch * query_length, self.head_dim)
+            ),
+            r,
+        )  # (heads, batch * T, K + 1)
+        position_scores = _shift_padded(
+            ops.reshape(
+                position_scores, (heads, batch, query_length, key_length + 1)
+            ),
+            key_length,
+        )  # (heads, batch, T, K)
 
         scores = ops.cast(content_scores, "float32") + ops.cast(
             position_scores, "float32"
-        )  # (batch, heads, T, K), float32
-        scores = scores * (1.0 / math.sqrt(self.head_dim))
+        )  # (heads, batch, T, K), float32
         allowed = self._mask(
             query_length,
             key_length,
             memory_valid_length,
             attention_mask,
             use_causal_mask,
-        )  # (batch or 1, 1, T, K)
-        scores = ops.where(allowed, scores, _MASK_VALUE)
-        probs = ops.softmax(scores, axis=-1)  # (batch, heads, T, K), float32
-        probs = ops.cast(probs, self.compute_dtype)
+        )  # (batch or 1, T, K)
+        scores = ops.where(allowed[None], scores, _MASK_VALUE)
+        probs = ops.softmax(scores, axis=-1)  # (heads, batch, T, K), float32
+        probs = ops.cast(probs, dtype)
         dropped = self.dropout_layer(probs, training=training)
 
-        attended = ops.einsum(
-            "bnqk,bknh->bqnh", dropped, v
-        )  # (batch, T, heads, head_dim)
-        output = self.output_dense(attended)  # (batch, T, output_dim)
+        attended = ops.matmul(dropped, v)  # (heads, batch, T, head_dim)
+        output = _heads_last(
+            attended, kernel(self.output_dense)
+        )  # (batch, T, output_dim)
         if return_attention_scores:
-            return output, probs
+            return output, ops.transpose(
+                probs, (1, 0, 2, 3)
+            )  # (batch, heads, T, K)
         return output
 
     def get_config(self):

@@ -215,7 +215,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         # built by the first batch: a loaded model rebuilds without a
         # shape, so that it takes any batch size (also for the models of
         # `with_memory_length`, built by sharing weights).
-        return {"input_shape": None} if self.built else None
+        return {"input_shape": [None, None]} if self.built else None
 
     def build_from_config(self, config):
         # The build config records the batch size of the data last seen;

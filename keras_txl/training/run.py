@@ -49,6 +49,12 @@ def load_splits(config):
     return loaders[config.dataset](path=config.corpus)
 
 
+def _corpus_name(config):
+    if config.corpus is not None:
+        return os.path.basename(os.fspath(config.corpus))
+    return f"{config.dataset} corpus"
+
+
 def eval_batch_size(num_tokens, batch_size, segment_length):
     """Streams for evaluation: at most `batch_size`, each of at least four
     segments when the text allows it (so that the memory has context)."""
@@ -279,7 +285,7 @@ def train(config, callbacks=(), log=print):
     plot_training_curve(
         history.losses,
         os.path.join(output, CURVE_PNG),
-        title=f"{config.preset} model, {config.dataset} corpus",
+        title=f"{config.preset} model, {_corpus_name(config)}",
     )
     plot_bpc_vs_memory(
         table,

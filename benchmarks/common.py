@@ -1,0 +1,258 @@
+"""Shared pieces of the benchmarks: presets, FLOP counts, timing, memory.
+
+Nothing here imports a backend at module import time except through
+`keras`, so a script can set `KERAS_BACKEND` before importing it.
+"""
+
+import json
+import os
+import platform
+import resource
+import sys
+import time
+
+# Model presets. `reference` is the configuration of the speed goals: 4
+# layers, hidden 256, 8 heads x 32, intermediate 1024, T = M = 128, batch 16,
+# a byte vocabulary. `base` is the paper's 12-layer enwik8 model with shorter
+# segments (the paper's T = M = 512 takes minutes a step on 2 CPU cores).
+PRESETS = {
+    "tiny": dict(
+        num_layers=2,
+        hidden_dim=64,
+        num_heads=4,
+        head_dim=16,
+        intermediate_dim=256,
+        segment_length=32,
+        memory_length=32,
+        batch_size=8,
+        vocabulary_size=256,
+    ),
+    "reference": dict(
+        num_layers=4,
+        hidden_dim=256,
+        num_heads=8,
+        head_dim=32,
+        intermediate_dim=1024,
+        segment_length=128,
+        memory_length=128,
+        batch_size=16,
+        vocabulary_size=256,
+    ),
+    "base": dict(
+        num_layers=12,
+        hidden_dim=512,
+        num_heads=8,
+        head_dim=64,
+        intermediate_dim=2048,
+        segment_length=256,
+        memory_length=256,
+        batch_size=8,
+        vocabulary_size=256,
+    ),
+}
+
+DATA_PATH = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "..",
+    "shared",
+    "data",
+    "tinyshakespeare.txt",
+)
+
+
+def forward_flops_per_token(
+    num_layers,
+    hidden_dim,
+    num_heads,
+    head_dim,
+    intermediate_dim,
+    segment_length,
+    memory_length,
+    vocabulary_size,
+    batch_size=1,
+    **unused,
+):
+    """Multiply-adds x 2 of one forward pass, per predicted token.
+
+    Counted per layer: the query projection of the T segment tokens; the
+    key and value projections of all T + M context rows (the memory is
+    re-projected every segment: its per-token share is (T + M) / T); the
+    position projection of the T + M relative embeddings (once per batch);
+    the three attention products (content scores, position scores,
+    probabilities x values), each over T + M keys; the output projection;
+    the two feed-forward matmuls. Then the output layer. Softmax, layer
+    norms and element-wise work are not counted (they are not matmuls).
+    """
+    d, nd, f = hidden_dim, num_heads * head_dim, intermediate_dim
+    t, k = segment_length, segment_length + memory_length
+    per_layer = (
+        2 * d * nd  # query
+        + 2 * 2 * d * nd * k / t  # key, value of memory + segment
+        + 2 * d * nd * k / (t * batch_size)  # position projection
+        + 3 * 2 * nd * k  # content scores, position scores, p @ v
+        + 2 * nd * d  # attention output
+        + 2 * 2 * d * f  # feed-forward
+    )
+    return num_layers * per_layer + 2 * d * vocabulary_size
+
+
+def training_flops_per_token(**preset):
+    """Forward + backward = 3 x forward (the usual estimate)."""
+    return 3 * forward_flops_per_token(**preset)
+
+
+def make_backbone(preset, dtype="float32", dropout=0.0):
+    """A `TransformerXLBackbone` of a preset's dimensions."""
+    from keras_txl.models import TransformerXLBackbone
+
+    return TransformerXLBackbone(
+        vocabulary_size=preset["vocabulary_size"],
+        num_layers=preset["num_layers"],
+        num_heads=preset["num_heads"],
+        hidden_dim=preset["hidden_dim"],
+        head_dim=preset["head_dim"],
+        intermediate_dim=preset["intermediate_dim"],
+        memory_length=preset["memory_length"],
+        dropout=dropout,
+        dtype=dtype,
+    )
+
+
+def save_figure(fig, path):
+    """Lays out and writes a matplotlib figure, creating its folder."""
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+def peak_rss_mib():
+    """Peak resident memory of this process, MiB (Linux: ru_maxrss KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def current_rss_mib():
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def machine_info():
+    info = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "loadavg_1min": os.getloadavg()[0],
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+        for line in text.splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        info["avx512_bf16"] = "avx512_bf16" in text
+        info["amx"] = "amx_bf16" in text
+    except OSError:
+        pass
+    return info
+
+
+def backend_versions():
+    import keras
+
+    versions = {"keras": keras.__version__, "backend": keras.backend.backend()}
+    name = keras.backend.backend()
+    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}[name]
+    versions[name] = __import__(module).__version__
+    return versions
+
+
+def emit(result):
+    """Prints one JSON line (what `run_all.py` reads)."""
+    print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+
+
+def parse_results(text):
+    """The JSON results printed by `emit` in a subprocess's output."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            out.append(json.loads(line[len("RESULT ") :]))
+    return out
+
+
+class Timer:
+    """`with Timer() as t: ...; t.seconds`."""
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start
+
+
+def byte_corpus(max_bytes=None):
+    """tinyshakespeare as uint8 byte ids (vocabulary 256)."""
+    import numpy as np
+
+    with open(DATA_PATH, "rb") as f:
+        data = np.frombuffer(f.read(), dtype=np.uint8)
+    if max_bytes is not None:
+        data = data[:max_bytes]
+    return data.astype("int32")
+
+
+def ordered_segments(tokens, batch_size, segment_length):
+    """(inputs, targets) arrays of ordered segments: row b of batch i + 1
+    continues row b of batch i (the layout that memory carrying needs).
+
+    Returns arrays of shape (num_batches, batch, T).
+    """
+    import numpy as np
+
+    stream_length = (len(tokens) - 1) // batch_size
+    streams = np.stack(
+        [
+            tokens[b * stream_length : (b + 1) * stream_length + 1]
+            for b in range(batch_size)
+        ]
+    )  # (batch, stream_length + 1)
+    num_batches = (stream_length) // segment_length
+    x = np.stack(
+        [
+            streams[:, i * segment_length : (i + 1) * segment_length]
+            for i in range(num_batches)
+        ]
+    )
+    y = np.stack(
+        [
+            streams[:, i * segment_length + 1 : (i + 1) * segment_length + 1]
+            for i in range(num_batches)
+        ]
+    )
+    return x, y
+
+
+def to_dataset(x, y, repeat=1):
+    """An ordered tf.data dataset of fixed-size batches from
+    `ordered_segments` arrays."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if repeat > 1:
+        ds = ds.repeat(repeat)
+    return ds.prefetch(2)
+
+
+def add_common_args(parser):
+    parser.add_argument("--preset", default="reference", choices=PRESETS)
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=["float32", "mixed_bfloat16", "bfloat16"],
+    )
+    return parser
+
+
+def log(*args):
+    print(*args, file=sys.stderr, flush=True)

@@ -1,0 +1,523 @@
+"""Runs the benchmark suite, one subprocess per backend and configuration,
+and writes the tables into `docs/benchmarks.md`.
+
+    PYTHONPATH=. python -m benchmarks.run_all            # ~15 min, 2 cores
+    PYTHONPATH=. python -m benchmarks.run_all --quick    # ~5 min
+    PYTHONPATH=. python -m benchmarks.run_all --parity   # + bf16 vs fp32 bpc
+
+Every result is also saved as JSON (`--json`, default
+`benchmarks/results/latest.json`); plots go to `docs/images/`. The tables
+are written between the `<!-- run_all:begin -->` and `<!-- run_all:end -->`
+markers of the document, leaving the rest of it as it is.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+from benchmarks import common
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- run_all:begin -->", "<!-- run_all:end -->"
+
+# Goals at the reference preset (the authors' fp32 PyTorch numbers of the
+# issue: 2,200 train and 7,000 eval tokens/s on this kind of CPU).
+GOAL_FP32_MFU = 0.60
+GOAL_BF16_TRAIN = 6600.0
+GOAL_EVAL = 21000.0
+
+
+def job(backend, module, *args, timeout=900):
+    return {
+        "backend": backend,
+        "module": module,
+        "args": list(args),
+        "timeout": timeout,
+    }
+
+
+def suite(quick, parity, backends):
+    steps = ["--steps", "8", "--eval-steps", "8"] if quick else []
+    seconds = ["--seconds", "0.5"] if quick else []
+    roofline_seconds = ["--roofline-seconds", "0.5"] if quick else []
+    jobs = []
+    for backend in backends:
+        jobs.append(job(backend, "roofline", *seconds, timeout=300))
+    train = "train_eval"
+    if "tensorflow" in backends:
+        jobs += [
+            job("tensorflow", train, "--dtype", "float32", *steps),
+            job("tensorflow", train, "--dtype", "mixed_bfloat16", *steps),
+        ]
+        if not quick:
+            jobs += [
+                job("tensorflow", train, "--dtype", "float32", "--jit", "true"),
+                job(
+                    "tensorflow",
+                    train,
+                    "--dtype",
+                    "mixed_bfloat16",
+                    "--steps-per-execution",
+                    "4",
+                ),
+                job(
+                    "tensorflow",
+                    train,
+                    "--dtype",
+                    "mixed_bfloat16",
+                    "--dropout",
+                    "0.0",
+                ),
+                job("tensorflow", train, "--preset", "tiny"),
+                job(
+                    "tensorflow",
+                    train,
+                    "--preset",
+                    "base",
+                    "--dtype",
+                    "mixed_bfloat16",
+                    "--steps",
+                    "4",
+                    "--eval-steps",
+                    "6",
+                    "--warmup",
+                    "2",
+                ),
+            ]
+    if "jax" in backends:
+        jobs.append(job("jax", train, "--dtype", "float32", *steps))
+        if not quick:
+            jobs += [
+                job("jax", train, "--dtype", "mixed_bfloat16"),
+                job("jax", train, "--preset", "tiny"),
+            ]
+    if "torch" in backends:
+        torch_steps = ["--steps", "4", "--eval-steps", "6", "--warmup", "2"]
+        jobs.append(job("torch", train, "--preset", "tiny", *roofline_seconds))
+        if not quick:
+            jobs.append(job("torch", train, "--dtype", "float32", *torch_steps))
+    table9 = "eval_speed"
+    lengths = "128,256,512" if quick else "128,256,512,1024,2048"
+    images = os.path.join(ROOT, "docs", "images")
+    jobs.append(
+        job(
+            "tensorflow",
+            table9,
+            "--lengths",
+            lengths,
+            "--plot",
+            os.path.join(images, "eval_speed.png"),
+        )
+    )
+    growth = ["--plot", os.path.join(images, "cost_growth.png")]
+    if quick:
+        growth += [
+            "--memories",
+            "0,256,1024",
+            "--segments",
+            "64,128,256",
+            "--rss-memories",
+            "",
+        ]
+    jobs.append(job("tensorflow", "cost_growth", *growth))
+    if parity:
+        jobs.append(job("tensorflow", "precision_parity", timeout=5400))
+    return jobs
+
+
+def run_job(spec, log):
+    env = dict(os.environ)
+    env["KERAS_BACKEND"] = spec["backend"]
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    command = [sys.executable, "-m", f"benchmarks.{spec['module']}"]
+    command += spec["args"]
+    log(f"$ KERAS_BACKEND={spec['backend']} " + " ".join(command[1:]))
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=spec["timeout"],
+        )
+    except subprocess.TimeoutExpired:
+        log(f"  timed out after {spec['timeout']} s")
+        return [{"error": "timeout", **spec}]
+    results = common.parse_results(done.stdout)
+    log(f"  {len(results)} result(s) in {time.perf_counter() - start:.0f} s")
+    if done.returncode != 0:
+        tail = done.stderr.strip().splitlines()[-3:]
+        log("  failed: " + " | ".join(tail))
+        results.append({"error": "\n".join(tail), **spec})
+    for result in results:
+        result["command"] = f"KERAS_BACKEND={spec['backend']} " + " ".join(
+            ["python"] + command[1:]
+        )
+    return results
+
+
+# === Tables ===
+
+
+def _fmt(value, digits=0):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _pct(value):
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def roofline_table(results):
+    rows = [r for r in results if r.get("benchmark") == "roofline"]
+    lines = [
+        "| backend | dtype | matmul GFLOP/s (best, wall) | GFLOP per "
+        "CPU-s x cores | per shape (wall) |",
+        "|---|---|---:|---:|---|",
+    ]
+    for r in rows:
+        shapes = ", ".join(
+            f"{k}: {v['gflops_per_s']:.0f}" for k, v in r["per_shape"].items()
+        )
+        lines.append(
+            f"| {r['backend']} | {r['dtype']} | {_fmt(r['gflops_per_s'])} | "
+            f"{_fmt(r['gflops_per_cpu_s_x_cores'])} | {shapes} |"
+        )
+    return "\n".join(lines)
+
+
+def _config(r):
+    jit = r.get("jit_compile")
+    resolved = r.get("resolved_jit_compile")
+    label = f"jit={jit}"
+    if jit == "auto":
+        label += f" ({'XLA' if resolved else 'no XLA'})"
+    if r.get("backend") == "jax":
+        label = "jit"
+    if r.get("steps_per_execution", 1) != 1:
+        label += f", spe={r['steps_per_execution']}"
+    if r.get("dropout") != 0.1:
+        label += f", dropout={r.get('dropout')}"
+    return label
+
+
+def throughput_table(results):
+    rows = [r for r in results if r.get("benchmark") == "train_eval"]
+    lines = [
+        "| backend | preset | dtype | config | phase | tokens/s (wall) | "
+        "tokens per CPU-s x cores | MFU (wall) | MFU (CPU) | step ms "
+        "(median / max) | peak RSS MiB | load |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['backend']} | {r['preset']} | {r['dtype']} | "
+            f"{_config(r)} | {r['phase']} | {_fmt(r['tokens_per_s'])} | "
+            f"{_fmt(r['tokens_per_cpu_s_x_cores'])} | {_pct(r.get('mfu'))} | "
+            f"{_pct(r.get('mfu_cpu'))} | "
+            f"{_fmt(r['median_execution_ms'])} / "
+            f"{_fmt(r['max_execution_ms'])} | {_fmt(r['peak_rss_mib'])} | "
+            f"{r['loadavg_1min']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _best(rows, key):
+    rows = [r for r in rows if r.get(key) is not None]
+    return max(rows, key=lambda r: r[key]) if rows else None
+
+
+def goals_table(results):
+    rows = [
+        r
+        for r in results
+        if r.get("benchmark") == "train_eval" and r.get("preset") == "reference"
+    ]
+
+    def pick(phase, dtype=None):
+        return [
+            r
+            for r in rows
+            if r["phase"] == phase and (dtype is None or r["dtype"] == dtype)
+        ]
+
+    lines = [
+        "| goal (reference preset) | target | best wall | best CPU-"
+        "normalized | met (wall / CPU) | by |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+
+    def line(name, target, candidates, key_wall, key_cpu, fmt):
+        best_wall = _best(candidates, key_wall)
+        best_cpu = _best(candidates, key_cpu)
+        if best_wall is None:
+            lines.append(f"| {name} | {fmt(target)} | - | - | - | - |")
+            return
+        wall, cpu = best_wall[key_wall], best_cpu[key_cpu]
+        met = f"{'yes' if wall >= target else 'no'} / "
+        met += "yes" if cpu >= target else "no"
+        by = f"{best_cpu['backend']} {best_cpu['dtype']} {_config(best_cpu)}"
+        lines.append(
+            f"| {name} | {fmt(target)} | {fmt(wall)} | {fmt(cpu)} | {met} | "
+            f"{by} |"
+        )
+
+    line(
+        "fp32 training, MFU vs fp32 matmul",
+        GOAL_FP32_MFU,
+        pick("train", "float32"),
+        "mfu",
+        "mfu_cpu",
+        _pct,
+    )
+    line(
+        "mixed bf16 training, tokens/s",
+        GOAL_BF16_TRAIN,
+        pick("train", "mixed_bfloat16"),
+        "tokens_per_s",
+        "tokens_per_cpu_s_x_cores",
+        _fmt,
+    )
+    line(
+        "evaluation, tokens/s",
+        GOAL_EVAL,
+        pick("eval"),
+        "tokens_per_s",
+        "tokens_per_cpu_s_x_cores",
+        _fmt,
+    )
+    return "\n".join(lines)
+
+
+def table9(results):
+    rows = [r for r in results if r.get("benchmark") == "eval_speed"]
+    if not rows:
+        return "(not run)"
+    lines = [
+        "| attention length L | TXL (T, M) | TXL ms/token | vanilla "
+        "ms/token | speedup (wall) | speedup (CPU time) | FLOP ratio |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['attention_length']} | ({r['segment_length']}, "
+            f"{r['memory_length']}) | {_fmt(r['txl_ms_per_token'], 3)} | "
+            f"{_fmt(r['vanilla_ms_per_token'], 1)} | {_fmt(r['speedup'])}x | "
+            f"{_fmt(r['speedup_cpu_time'])}x | {_fmt(r['flop_ratio'])}x |"
+        )
+    return "\n".join(lines)
+
+
+def growth_tables(results):
+    rows = [r for r in results if r.get("benchmark") == "cost_growth"]
+    if not rows:
+        return "(not run)"
+    lines = [
+        "| sweep | T | M | ms per segment (wall) | CPU ms per segment |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if r["sweep"] in ("memory", "segment"):
+            lines.append(
+                f"| {r['sweep']} | {r['segment_length']} | "
+                f"{r['memory_length']} | {_fmt(1000 * r['seconds'], 1)} | "
+                f"{_fmt(1000 * r['cpu_seconds'], 1)} |"
+            )
+    fit = [r for r in rows if r["sweep"] == "fit"]
+    if fit:
+        f = fit[0]
+        lines += [
+            "",
+            f"Fit of CPU time per segment = a·T + b·T·(T + M): "
+            f"a = {1e6 * f['a_cpu_seconds_per_token']:.1f} µs per token, "
+            f"b = {1e9 * f['b_cpu_seconds_per_token_key']:.2f} ns per "
+            f"(query, key) pair, R² = {f['r2']:.3f} "
+            f"(on wall time: R² = {f['r2_wall']:.3f}).",
+        ]
+    rss = [r for r in rows if r["sweep"] == "rss"]
+    if rss:
+        lines += [
+            "",
+            "| M | carried memory B·L·M·d (MiB) | one layer's scores "
+            "h·B·T·(T+M) (MiB) | peak RSS (MiB) |",
+            "|---:|---:|---:|---:|",
+        ]
+        for r in rss:
+            lines.append(
+                f"| {r['memory_length']} | {_fmt(r['state_mib'], 1)} | "
+                f"{_fmt(r['one_layer_scores_mib'], 1)} | "
+                f"{_fmt(r['peak_rss_mib'])} |"
+            )
+    return "\n".join(lines)
+
+
+def parity_table(results):
+    rows = [r for r in results if r.get("benchmark") == "precision_parity"]
+    if not rows:
+        return "(not run in this pass: `--parity`)"
+    lines = [
+        "| dtype | steps | val bpc | train tokens/s |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        if "val_bpc" in r:
+            lines.append(
+                f"| {r['dtype']} | {r['steps']} | {r['val_bpc']:.4f} | "
+                f"{_fmt(r['train_tokens_per_s'])} |"
+            )
+        else:
+            lines.append(
+                f"| {r['dtype']} | {r['steps']} | relative difference "
+                f"{100 * r['relative_val_bpc_difference']:+.2f}% | |"
+            )
+    return "\n".join(lines)
+
+
+def render(results, started, wall_seconds, argv):
+    machine = common.machine_info()
+    errors = [r for r in results if "error" in r]
+    commands = sorted({r["command"] for r in results if "command" in r})
+    parts = [
+        BEGIN,
+        f"Generated by `PYTHONPATH=. python -m benchmarks.run_all "
+        f"{' '.join(argv)}`".rstrip()
+        + f" on {started} ({wall_seconds / 60:.0f} min), "
+        f"{machine.get('cpu', '?')}, {machine['cpus']} cores, "
+        f"avx512_bf16={machine.get('avx512_bf16')}. `load` is the 1-minute "
+        "load average when the result was taken: above 2, other processes "
+        "shared the cores and the wall-clock numbers are low; the "
+        "CPU-normalized columns (tokens per CPU-second of the benchmark "
+        "process x cores) estimate what the cores give when not shared.",
+        "",
+        "### Goals",
+        "",
+        goals_table(results),
+        "",
+        "### Matmul roofline",
+        "",
+        roofline_table(results),
+        "",
+        "### Training and evaluation through `fit` / `evaluate`",
+        "",
+        throughput_table(results),
+        "",
+        "### Evaluation speed: memory reuse vs a vanilla sliding window "
+        "(Table 9)",
+        "",
+        table9(results),
+        "",
+        "![eval speed](images/eval_speed.png)",
+        "",
+        "### Cost growth",
+        "",
+        growth_tables(results),
+        "",
+        "![cost growth](images/cost_growth.png)",
+        "",
+        "### Mixed bfloat16 vs float32, validation bpc at equal steps",
+        "",
+        parity_table(results),
+    ]
+    if errors:
+        parts += ["", "### Failures", ""]
+        parts += [
+            f"- `{e.get('module')}` on {e.get('backend')}: {e['error']}"
+            for e in errors
+        ]
+    parts += ["", "<details><summary>Commands</summary>", ""]
+    parts += [f"    {c}" for c in commands]
+    parts += ["", "</details>", END]
+    return "\n".join(parts)
+
+
+def write_doc(path, block):
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        text = head + block + tail
+    else:
+        text = (text or "# Benchmarks\n") + "\n## Measured tables\n\n"
+        text += block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--parity", action="store_true")
+    parser.add_argument("--backends", default="tensorflow,jax,torch")
+    parser.add_argument(
+        "--json",
+        default=os.path.join(ROOT, "benchmarks", "results", "latest.json"),
+    )
+    parser.add_argument(
+        "--doc", default=os.path.join(ROOT, "docs", "benchmarks.md")
+    )
+    parser.add_argument(
+        "--include",
+        default="",
+        help="comma-separated JSON files of results (lists of RESULT "
+        "objects, or run_all outputs) to add to the tables, e.g. a "
+        "separate --parity run",
+    )
+    parser.add_argument(
+        "--from-json",
+        default=None,
+        help="only re-render the document from saved results",
+    )
+    args = parser.parse_args(argv)
+    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    start = time.perf_counter()
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        results, started, elapsed = (
+            saved["results"],
+            saved["started"],
+            saved["wall_seconds"],
+        )
+        argv = saved["argv"]
+    else:
+        results = []
+        for spec in suite(args.quick, args.parity, args.backends.split(",")):
+            results += run_job(spec, common.log)
+        elapsed = time.perf_counter() - start
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(
+                {
+                    "started": started,
+                    "wall_seconds": elapsed,
+                    "argv": argv,
+                    "results": results,
+                },
+                f,
+                indent=1,
+            )
+    for path in [p for p in args.include.split(",") if p]:
+        with open(path) as f:
+            extra = json.load(f)
+        results += extra["results"] if isinstance(extra, dict) else extra
+    write_doc(args.doc, render(results, started, elapsed, argv))
+    common.log(f"wrote {args.doc}")
+    print(json.dumps({"results": len(results), "minutes": elapsed / 60}))
+
+
+if __name__ == "__main__":
+    main()

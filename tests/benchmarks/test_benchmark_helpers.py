@@ -1,0 +1,117 @@
+"""The arithmetic behind the benchmark tables: FLOP counts, data layout,
+the cost-law fit, the goals table and the document update. Nothing here is
+timed."""
+
+import numpy as np
+import pytest
+
+from benchmarks import common
+from benchmarks import roofline
+from benchmarks import run_all
+from benchmarks.cost_growth import fit_law
+
+
+def test_reference_flops_per_token_by_hand():
+    d, nd, f, t, k, layers, vocab, batch = 256, 256, 1024, 128, 256, 4, 256, 16
+    per_layer = (
+        2 * d * nd  # query projection
+        + 4 * d * nd * k / t  # key and value of T + M rows, per query
+        + 2 * d * nd * k / (t * batch)  # position projection, once a batch
+        + 6 * nd * k  # q.k, q.r, p.v over K keys
+        + 2 * nd * d  # output projection
+        + 4 * d * f  # feed-forward
+    )
+    expected = layers * per_layer + 2 * d * vocab
+    preset = common.PRESETS["reference"]
+    assert common.forward_flops_per_token(**preset) == pytest.approx(expected)
+    assert common.training_flops_per_token(**preset) == pytest.approx(
+        3 * expected
+    )
+
+
+def test_attention_flops_grow_with_memory_length():
+    preset = dict(common.PRESETS["reference"])
+    short = common.forward_flops_per_token(**preset)
+    preset["memory_length"] += 128
+    longer = common.forward_flops_per_token(**preset)
+    # 128 more keys: K/V projections of 128 more rows per 128 queries, the
+    # position projection of 128 more rows, and 3 products over them.
+    per_layer = 4 * 256 * 256 + 2 * 256 * 256 / 16 + 6 * 256 * 128
+    assert longer - short == pytest.approx(4 * per_layer)
+
+
+def test_ordered_segments_continue_each_stream():
+    tokens = np.arange(1000)
+    x, y = common.ordered_segments(tokens, batch_size=3, segment_length=7)
+    assert x.shape[1:] == (3, 7) and x.shape == y.shape
+    np.testing.assert_array_equal(y[:, :, :-1], x[:, :, 1:])
+    # Row b of batch i + 1 starts where row b of batch i ended.
+    np.testing.assert_array_equal(x[1:, :, 0], x[:-1, :, -1] + 1)
+    np.testing.assert_array_equal(y[:, :, -1], x[:, :, -1] + 1)
+
+
+def test_cost_law_fit_recovers_its_coefficients():
+    rows = [
+        {"segment_length": t, "memory_length": m}
+        for t, m in [(128, 0), (128, 512), (64, 128), (256, 128), (32, 2048)]
+    ]
+    for row in rows:
+        t, m = row["segment_length"], row["memory_length"]
+        row["cpu_seconds"] = 3e-5 * t + 2e-9 * t * (t + m)
+    a, b, r2 = fit_law(rows)
+    assert a == pytest.approx(3e-5) and b == pytest.approx(2e-9)
+    assert r2 == pytest.approx(1.0)
+
+
+def _train_row(phase, dtype, tokens, cpu_tokens, mfu=None):
+    return {
+        "benchmark": "train_eval",
+        "backend": "tensorflow",
+        "preset": "reference",
+        "dtype": dtype,
+        "phase": phase,
+        "jit_compile": "auto",
+        "resolved_jit_compile": False,
+        "steps_per_execution": 1,
+        "dropout": 0.1,
+        "tokens_per_s": tokens,
+        "tokens_per_cpu_s_x_cores": cpu_tokens,
+        "mfu": mfu,
+        "mfu_cpu": mfu,
+        "median_execution_ms": 1.0,
+        "max_execution_ms": 2.0,
+        "peak_rss_mib": 1.0,
+        "loadavg_1min": 1.0,
+    }
+
+
+def test_goals_table_says_which_goal_is_met():
+    results = [
+        _train_row("train", "float32", 4000.0, 4500.0, mfu=0.65),
+        _train_row("train", "mixed_bfloat16", 5000.0, 7000.0),
+        _train_row("eval", "mixed_bfloat16", 15000.0, 20000.0),
+    ]
+    lines = run_all.goals_table(results).splitlines()
+    fp32, bf16, evaluation = lines[2], lines[3], lines[4]
+    assert "yes / yes" in fp32
+    assert "no / yes" in bf16
+    assert "no / no" in evaluation
+
+
+def test_document_keeps_text_outside_the_markers(tmp_path):
+    path = tmp_path / "benchmarks.md"
+    path.write_text(
+        f"# Title\n\nhand-written\n\n{run_all.BEGIN}\nold\n{run_all.END}\n"
+        "after\n"
+    )
+    run_all.write_doc(str(path), f"{run_all.BEGIN}\nnew\n{run_all.END}")
+    text = path.read_text()
+    assert "hand-written" in text and "after" in text
+    assert "new" in text and "old" not in text
+
+
+@pytest.mark.torch_ok
+def test_matmul_throughput_is_positive():
+    result = roofline.matmul_throughput("float32", (32, 16, 8), seconds=0.05)
+    assert result["gflops_per_s"] > 0
+    assert result["gflops_per_cpu_s_x_cores"] > 0
