@@ -39,6 +39,9 @@ class MemoryState(keras.layers.Layer):
         num_layers: int. Number of layers whose inputs are kept.
         memory_length: int >= 0. Number of slots `M`.
         hidden_dim: int. Width of the states.
+        compressed_memory_length: int >= 0. Slots `Mc` of a compressed
+            memory (`keras_txl.layers.CompressiveMemory`) kept alongside;
+            0 (default) keeps none.
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Example:
@@ -49,7 +52,14 @@ class MemoryState(keras.layers.Layer):
     (5, 2, 3, 4)
     """
 
-    def __init__(self, num_layers, memory_length, hidden_dim, **kwargs):
+    def __init__(
+        self,
+        num_layers,
+        memory_length,
+        hidden_dim,
+        compressed_memory_length=0,
+        **kwargs,
+    ):
         kwargs.setdefault("dtype", "float32")
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
@@ -58,6 +68,11 @@ class MemoryState(keras.layers.Layer):
             "memory_length", memory_length, allow_zero=True
         )
         self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)
+        self.compressed_memory_length = check_positive_int(
+            "compressed_memory_length",
+            compressed_memory_length,
+            allow_zero=True,
+        )
         self.batch_size = None
 
     @property
@@ -91,7 +106,22 @@ class MemoryState(keras.layers.Layer):
         self.valid_length = self._state_variable(
             "valid_length", (self.batch_size,), "int32"
         )
+        if self.compressed_memory_length:
+            self.compressed_memory = self._state_variable(
+                "compressed_memory",
+                shape[:2] + (self.compressed_memory_length, shape[3]),
+                "float32",
+            )
+            self.compressed_valid_length = self._state_variable(
+                "compressed_valid_length", (self.batch_size,), "int32"
+            )
         self.built = True
+
+    def _state_variables(self):
+        names = ["memory", "valid_length"]
+        if self.compressed_memory_length:
+            names += ["compressed_memory", "compressed_valid_length"]
+        return {name: getattr(self, name) for name in names}
 
     def _state_variable(self, name, shape, dtype):
         with keras.name_scope(self.name, caller=self):
@@ -164,25 +194,34 @@ class MemoryState(keras.layers.Layer):
         )
 
     def read(self, batch_size=None):
-        """The held memory as `{"memory", "valid_length"}` tensors."""
+        """The held memory as `{"memory", "valid_length"}` tensors (and
+        `"compressed_memory"`, `"compressed_valid_length"` when
+        `compressed_memory_length > 0`)."""
         self._check_batch(batch_size)
         # Copies, so that torch's autograd does not see the in-place
         # `assign` of `write` on a tensor it saved.
         return {
-            "memory": ops.copy(self.memory.value),
-            "valid_length": ops.copy(self.valid_length.value),
+            name: ops.copy(variable.value)
+            for name, variable in self._state_variables().items()
         }
 
     def write(self, memory):
-        """Stores `{"memory", "valid_length"}` for the next call."""
-        self.memory.assign(ops.cast(memory["memory"], "float32"))
-        self.valid_length.assign(ops.cast(memory["valid_length"], "int32"))
+        """Stores the memory dict of `read()`'s keys for the next call. A
+        dict without the compressed memory's keys empties the compressed
+        memory (still consistent: it may be empty at any time)."""
+        for name, variable in self._state_variables().items():
+            if name in memory:
+                variable.assign(ops.cast(memory[name], variable.dtype))
+            elif name.startswith("compressed"):
+                variable.assign(ops.zeros_like(variable.value))
+            else:
+                raise KeyError(f"The memory dict lacks '{name}'.")
 
     def reset(self):
         """Forgets everything: the next segment starts with no context."""
         if self.has_state:
-            self.memory.assign(ops.zeros_like(self.memory.value))
-            self.valid_length.assign(ops.zeros_like(self.valid_length.value))
+            for variable in self._state_variables().values():
+                variable.assign(ops.zeros_like(variable.value))
 
     def save_own_variables(self, store):
         # Activations, not parameters: never saved (see the class docs).
@@ -198,6 +237,7 @@ class MemoryState(keras.layers.Layer):
                 "num_layers": self.num_layers,
                 "memory_length": self.memory_length,
                 "hidden_dim": self.hidden_dim,
+                "compressed_memory_length": self.compressed_memory_length,
             }
         )
         return config

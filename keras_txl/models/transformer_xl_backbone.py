@@ -7,6 +7,9 @@ from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_embedding import check_cutoffs
+from keras_txl.layers.compressive_memory import CompressiveMemory
+from keras_txl.layers.compressive_memory import check_compression
+from keras_txl.layers.compressive_memory import check_loss_weight
 from keras_txl.layers.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
@@ -25,6 +28,9 @@ from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
 from keras_txl.utils.validation import dtype_name
 from keras_txl.utils.validation import is_concrete
+
+_MEMORY_KEYS = ("memory", "valid_length")
+_COMPRESSED_KEYS = ("compressed_memory", "compressed_valid_length")
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -58,6 +64,19 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     `M` may differ from call to call: the constructor's `memory_length` is
     only the default of `initial_memory()`. Evaluating with a longer memory
     than in training is the paper's setting.
+
+    Compressive memory (Rae et al., 2019; off by default): with
+    `compressed_memory_length = Mc > 0`, the states that fall out of the
+    memory are compressed at rate `compression_rate` into a second memory
+    of `Mc` slots (see `keras_txl.layers.CompressiveMemory` and
+    docs/compressive.md), and every layer attends to `[compressed memory;
+    memory; segment]`. The inputs and outputs then also hold
+    `"compressed_memory"` (float32 `(batch, num_layers, Mc, hidden_dim)`)
+    and `"compressed_valid_length"` (int32 `(batch,)`), and the outputs
+    `"reconstruction_loss"` (float32 scalar, the attention-reconstruction
+    loss of the segment). For `compression="conv"` that loss, times
+    `reconstruction_loss_weight`, is added with `add_loss` in training.
+    The compressed memory is always read and stored under stop-gradient.
 
     Args:
         vocabulary_size: int. Number of token ids.
@@ -101,6 +120,14 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             values (see `LearnedRelativeMultiHeadAttention`).
         max_relative_distance: int >= 0, only with `"learned_relative"`:
             the largest distance with its own embedding.
+        compressed_memory_length: int >= 0. Default compressed memory
+            length `Mc`; 0 (default) turns the compressive memory off.
+        compression_rate: int >= 1. Evicted states per compressed slot
+            (`c`); segments must be a multiple of it.
+        compression: `"mean"`, `"max"` or `"conv"`: how `c` states become
+            one slot.
+        reconstruction_loss_weight: float >= 0. Weight of the
+            attention-reconstruction loss (`"conv"` only).
         stop_memory_gradient: bool. ABLATION ONLY. True (default): the
             paper's SG(.), no gradient flows into the memory. False: the
             memory is read and updated without stop-gradient
@@ -148,6 +175,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         position_encoding="relative",
         max_relative_distance=None,
         stop_memory_gradient=True,
+        compressed_memory_length=0,
+        compression_rate=1,
+        compression="mean",
+        reconstruction_loss_weight=1.0,
         **kwargs,
     ):
         vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
@@ -171,6 +202,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         )
         stop_memory_gradient = check_bool(
             "stop_memory_gradient", stop_memory_gradient
+        )
+        compressed_memory_length = check_positive_int(
+            "compressed_memory_length",
+            compressed_memory_length,
+            allow_zero=True,
+        )
+        compression_rate = check_positive_int(
+            "compression_rate", compression_rate
+        )
+        compression = check_compression(compression)
+        reconstruction_loss_weight = check_loss_weight(
+            "reconstruction_loss_weight", reconstruction_loss_weight
         )
         if hidden_dim % 2:
             raise ValueError(
@@ -251,6 +294,15 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             self.memory_cache = MemoryCache(name="memory_cache")
         else:
             self.memory_cache = DifferentiableMemoryCache(name="memory_cache")
+        compressive = compressed_memory_length > 0
+        if compressive:
+            self.compressive_memory = CompressiveMemory(
+                compression_rate=compression_rate,
+                compression=compression,
+                reconstruction_loss_weight=reconstruction_loss_weight,
+                name="compressive_memory",
+            )
+            self.compressive_memory.use_attention_of(self.transformer_layers)
 
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -258,19 +310,44 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             shape=(num_layers, None, hidden_dim), dtype="float32", name="memory"
         )
         valid_length = keras.Input(shape=(), dtype="int32", name="valid_length")
+        inputs = {
+            "token_ids": token_ids,
+            "memory": memory,
+            "valid_length": valid_length,
+        }
 
         # The paper's SG(.): no gradient flows into the previous segment
         # (unless the `stop_memory_gradient=False` ablation).
         read_memory = memory  # (batch, L, M, hidden)
         if stop_memory_gradient:
             read_memory = ops.stop_gradient(memory)
+        read_valid_length = valid_length
+        if compressive:
+            inputs["compressed_memory"] = keras.Input(
+                shape=(num_layers, None, hidden_dim),
+                dtype="float32",
+                name="compressed_memory",
+            )
+            inputs["compressed_valid_length"] = keras.Input(
+                shape=(), dtype="int32", name="compressed_valid_length"
+            )
+            # Both memories keep their valid slots last and the compressed
+            # one fills only once the memory is full: the concatenation is
+            # again "valid slots last".
+            read_memory = ops.concatenate(
+                [ops.stop_gradient(inputs["compressed_memory"]), read_memory],
+                axis=2,
+            )  # (batch, L, Mc + M, hidden)
+            read_valid_length = ops.add(
+                valid_length, inputs["compressed_valid_length"]
+            )  # (batch,)
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
         position = None  # The ablations' attention ignores it.
         if position_encoding == "relative":
             position = self.position_embedding(
                 x, read_memory[:, 0]
-            )  # (M + T, hidden)
+            )  # (Mc + M + T, hidden)
         elif position_encoding == "absolute":
             # Rows hold distances T-1 ... 0: flipped, positions 0 ... T-1.
             absolute = ops.flip(self.position_embedding(x), axis=0)  # (T, h)
@@ -284,7 +361,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 x,
                 position,
                 memory=read_memory[:, i],
-                memory_valid_length=valid_length,
+                memory_valid_length=read_valid_length,
             )  # (batch, T, hidden)
             layer_inputs.append(x)
         new_states = ops.stack(layer_inputs[:-1], axis=1)  # (b, L, T, hidden)
@@ -292,17 +369,26 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             memory, valid_length, new_states
         )  # (batch, L, M, hidden), (batch,)
         sequence_output = self.output_dropout(x)
+        outputs = {
+            "sequence_output": sequence_output,
+            "memory": new_memory,
+            "valid_length": new_valid_length,
+        }
+        if compressive:
+            (
+                outputs["compressed_memory"],
+                outputs["compressed_valid_length"],
+                outputs["reconstruction_loss"],
+            ) = self.compressive_memory(
+                memory,
+                valid_length,
+                new_states,
+                inputs["compressed_memory"],
+                inputs["compressed_valid_length"],
+            )  # (batch, L, Mc, hidden), (batch,), ()
         super().__init__(
-            inputs={
-                "token_ids": token_ids,
-                "memory": memory,
-                "valid_length": valid_length,
-            },
-            outputs={
-                "sequence_output": sequence_output,
-                "memory": new_memory,
-                "valid_length": new_valid_length,
-            },
+            inputs=inputs,
+            outputs=outputs,
             dtype=dtype,
             **kwargs,
         )
@@ -328,18 +414,36 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.position_encoding = position_encoding
         self.max_relative_distance = max_relative_distance
         self.stop_memory_gradient = stop_memory_gradient
+        self.compressed_memory_length = compressed_memory_length
+        self.compression_rate = compression_rate
+        self.compression = compression
+        self.reconstruction_loss_weight = reconstruction_loss_weight
 
-    def initial_memory(self, batch_size, memory_length=None):
+    @property
+    def memory_keys(self):
+        """The keys of a memory dict of this backbone."""
+        if self.compressed_memory_length:
+            return _MEMORY_KEYS + _COMPRESSED_KEYS
+        return _MEMORY_KEYS
+
+    def initial_memory(
+        self, batch_size, memory_length=None, compressed_memory_length=None
+    ):
         """An empty memory: `memory_length` zero slots, none of them valid.
 
         Args:
             batch_size: int. Number of examples (streams).
             memory_length: int >= 0 or `None` (the constructor's
                 `memory_length`).
+            compressed_memory_length: int >= 0 or `None` (the
+                constructor's). Used only when the compressive memory is on.
 
         Returns:
             A dict `{"memory": (batch, num_layers, M, hidden_dim) float32,
-            "valid_length": (batch,) int32}`.
+            "valid_length": (batch,) int32}`, plus `"compressed_memory"`
+            `(batch, num_layers, Mc, hidden_dim)` and
+            `"compressed_valid_length"` `(batch,)` when the compressive
+            memory is on.
         """
         batch_size = check_positive_int("batch_size", batch_size)
         if memory_length is None:
@@ -348,34 +452,34 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "memory_length", memory_length, allow_zero=True
         )
         shape = (batch_size, self.num_layers, memory_length, self.hidden_dim)
-        return {
+        memory = {
             "memory": ops.zeros(shape, dtype="float32"),
             "valid_length": ops.zeros((batch_size,), dtype="int32"),
         }
+        if self.compressed_memory_length:
+            if compressed_memory_length is None:
+                compressed_memory_length = self.compressed_memory_length
+            compressed_memory_length = check_positive_int(
+                "compressed_memory_length",
+                compressed_memory_length,
+                allow_zero=True,
+            )
+            shape = shape[:2] + (compressed_memory_length, self.hidden_dim)
+            memory["compressed_memory"] = ops.zeros(shape, dtype="float32")
+            memory["compressed_valid_length"] = ops.zeros(
+                (batch_size,), dtype="int32"
+            )
+        return memory
 
     def check_memory(self, memory, batch_size=None):
         """Raises a `ValueError` if `memory` does not fit this backbone."""
-        if not isinstance(memory, dict) or set(memory) != {
-            "memory",
-            "valid_length",
-        }:
+        if not isinstance(memory, dict) or set(memory) != set(self.memory_keys):
             got = sorted(memory) if isinstance(memory, dict) else type(memory)
             raise ValueError(
-                "`memory` must be a dict with keys 'memory' and "
-                f"'valid_length' (see `initial_memory()`). Received: {got}"
+                f"`memory` must be a dict with keys {list(self.memory_keys)} "
+                f"(see `initial_memory()`). Received: {got}"
             )
-        shape = tuple(memory["memory"].shape)
-        expected = (batch_size, self.num_layers, "M", self.hidden_dim)
-        ok = len(shape) == 4
-        ok = ok and shape[1] == self.num_layers and shape[3] == self.hidden_dim
-        if ok and batch_size is not None and shape[0] is not None:
-            ok = shape[0] == batch_size
-        if not ok:
-            raise ValueError(
-                "`memory['memory']` must have shape (batch, num_layers, M, "
-                f"hidden_dim) = {expected}. Received shape {shape}. Build it "
-                "with `backbone.initial_memory(batch_size)`."
-            )
+        shape = self._check_states_shape(memory, "memory", "M", batch_size)
         dtype = dtype_name(memory["memory"])
         if "float" not in dtype:
             raise TypeError(
@@ -409,6 +513,53 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                     f"[{values.min()}, {values.max()}]. Pass the "
                     "`valid_length` returned with the memory."
                 )
+        if self.compressed_memory_length:
+            self._check_compressed_memory(memory, batch_size)
+
+    def _check_states_shape(self, memory, key, length_name, batch_size):
+        shape = tuple(memory[key].shape)
+        expected = (batch_size, self.num_layers, length_name, self.hidden_dim)
+        ok = len(shape) == 4
+        ok = ok and shape[1] == self.num_layers and shape[3] == self.hidden_dim
+        if ok and batch_size is not None and shape[0] is not None:
+            ok = shape[0] == batch_size
+        if not ok:
+            raise ValueError(
+                f"`memory['{key}']` must have shape (batch, num_layers, "
+                f"{length_name}, hidden_dim) = {expected}. Received shape "
+                f"{shape}. Build it with `backbone.initial_memory(batch_size)`."
+            )
+        return shape
+
+    def _check_compressed_memory(self, memory, batch_size):
+        shape = self._check_states_shape(
+            memory, "compressed_memory", "Mc", batch_size
+        )
+        valid = memory["compressed_valid_length"]
+        if tuple(valid.shape) != tuple(memory["valid_length"].shape):
+            raise ValueError(
+                "`memory['compressed_valid_length']` must have shape (batch,)"
+                f". Received shape {tuple(valid.shape)}."
+            )
+        if is_concrete(valid) and is_concrete(memory["valid_length"]):
+            held = np.asarray(ops.convert_to_numpy(valid))
+            valid_length = np.asarray(
+                ops.convert_to_numpy(memory["valid_length"])
+            )
+            filled = valid_length == memory["memory"].shape[2]
+            if (
+                (held < 0).any()
+                or (held > shape[2]).any()
+                or ((held > 0) & ~filled).any()
+            ):
+                raise ValueError(
+                    "`memory['compressed_valid_length']` must lie in [0, Mc "
+                    f"= {shape[2]}], and be 0 wherever the memory is not full "
+                    "(the compressed memory fills only with states evicted "
+                    "from a full memory). Received compressed_valid_length="
+                    f"{held.tolist()}, valid_length={valid_length.tolist()}. "
+                    "Pass the memory dict returned by the previous call."
+                )
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment and returns its output and the next memory.
@@ -428,17 +579,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             memory = self.initial_memory(batch_size)
         self.check_memory(memory, batch_size)
         outputs = self(
-            {
-                "token_ids": ops.cast(token_ids, "int32"),
-                "memory": ops.cast(memory["memory"], "float32"),
-                "valid_length": ops.cast(memory["valid_length"], "int32"),
-            },
+            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
             training=training,
         )
-        new_memory = {
-            "memory": outputs["memory"],
-            "valid_length": outputs["valid_length"],
-        }
+        new_memory = {key: outputs[key] for key in self.memory_keys}
         return outputs["sequence_output"], new_memory
 
     def get_config(self):
@@ -465,6 +609,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "position_encoding": self.position_encoding,
                 "max_relative_distance": self.max_relative_distance,
                 "stop_memory_gradient": self.stop_memory_gradient,
+                "compressed_memory_length": self.compressed_memory_length,
+                "compression_rate": self.compression_rate,
+                "compression": self.compression,
+                "reconstruction_loss_weight": self.reconstruction_loss_weight,
             }
         )
         return config
+
+
+def cast_memory(memory):
+    """A memory dict with float32 states and int32 valid lengths."""
+    return {
+        key: ops.cast(value, "int32" if "valid" in key else "float32")
+        for key, value in memory.items()
+    }

@@ -7,6 +7,7 @@ from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_backbone import cast_memory
 from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.training.bits_per_character import BitsPerCharacter
 from keras_txl.training.memory_carry import prepare_memory_carry
@@ -42,6 +43,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     norm clipping at 0.25, and bits per character, perplexity and the last
     batch's loss as metrics (`keras_txl.training.transformer_xl_optimizer`
     adds the warmup and cosine schedule).
+
+    With a compressive backbone (`compressed_memory_length > 0`) the memory
+    dicts also hold `"compressed_memory"` and `"compressed_valid_length"`,
+    the carried state holds the compressed memory too, and `fit` and
+    `evaluate` report the attention-reconstruction loss as the metric
+    `"reconstruction_loss"` (it enters the training loss only for
+    `compression="conv"`, weighted by the backbone's
+    `reconstruction_loss_weight`; see docs/compressive.md).
 
     The output layer is tied to the token embedding, with a bias, as in the
     authors' code (`tie_weights=True`), or has its own kernel.
@@ -160,9 +169,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             num_layers=backbone.num_layers,
             memory_length=self._state_memory_length,
             hidden_dim=backbone.hidden_dim,
+            compressed_memory_length=backbone.compressed_memory_length,
             name="memory_state",
         )
         self.dtype_policy = backbone.dtype_policy
+        if backbone.compressed_memory_length:
+            self.reconstruction_tracker = keras.metrics.Mean(
+                name="reconstruction_loss"
+            )
 
     @property
     def _state_memory_length(self):
@@ -262,11 +276,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     def call(self, inputs, training=None):
         if isinstance(inputs, dict) and "memory" in inputs:
             outputs = self.backbone(inputs, training=training)
-            return {
+            result = {
                 "logits": self.compute_logits(outputs["sequence_output"]),
-                "memory": outputs["memory"],
-                "valid_length": outputs["valid_length"],
             }
+            for key in self.backbone.memory_keys:
+                result[key] = outputs[key]
+            if "reconstruction_loss" in outputs:
+                result["reconstruction_loss"] = outputs["reconstruction_loss"]
+            return result
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
         vocabulary_size = self.backbone.vocabulary_size
         # Dtype and rank always; the range of concrete ids (eager calls).
@@ -285,19 +302,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             self.memory_state.build(batch_size)
         memory = self.memory_state.read(batch_size)
         outputs = self.backbone(
-            {
-                "token_ids": ops.cast(token_ids, "int32"),
-                "memory": memory["memory"],
-                "valid_length": memory["valid_length"],
-            },
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
             training=training,
         )
-        self.memory_state.write(
-            {
-                "memory": outputs["memory"],
-                "valid_length": outputs["valid_length"],
-            }
-        )
+        self.memory_state.write(outputs)
+        if "reconstruction_loss" in outputs:
+            # Kept for the metric that `compute_loss` updates in the same
+            # train/test step (a plain attribute, like `_adaptive_outputs`).
+            object.__setattr__(
+                self, "_reconstruction_loss", outputs["reconstruction_loss"]
+            )
         logits = self.compute_logits(outputs["sequence_output"])
         if in_range is not None:
             logits = ops.where(
@@ -314,6 +328,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         """The compiled loss; with an adaptive softmax and the default loss,
         the per-cluster NLL of the hidden states that gave `y_pred`. NaN
         when traced token ids or targets lie outside the vocabulary."""
+        reconstruction = self.__dict__.pop("_reconstruction_loss", None)
+        if reconstruction is not None:
+            self.reconstruction_tracker.update_state(reconstruction)
         loss = self._compiled_loss(x, y, y_pred, sample_weight, training)
         ok = None
         for name, ids in (("x", x), ("y", y)):
@@ -361,7 +378,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
 
         Args:
             token_ids: int tensor `(batch, T)`.
-            memory: `{"memory", "valid_length"}` from
+            memory: `{"memory", "valid_length"}` (plus the compressed
+                memory's keys for a compressive backbone) from
                 `backbone.initial_memory()` or the previous call; `None`
                 starts empty (length `backbone.memory_length`).
             training: bool. Dropout is active only when True.
@@ -377,16 +395,11 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory = self.backbone.initial_memory(batch_size)
         self.backbone.check_memory(memory, batch_size)
         outputs = self(
-            {
-                "token_ids": ops.cast(token_ids, "int32"),
-                "memory": ops.cast(memory["memory"], "float32"),
-                "valid_length": ops.cast(memory["valid_length"], "int32"),
-            },
+            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
             training=training,
         )
         return outputs["logits"], {
-            "memory": outputs["memory"],
-            "valid_length": outputs["valid_length"],
+            key: outputs[key] for key in self.backbone.memory_keys
         }
 
     def reset_memory(self):
@@ -618,6 +631,15 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             check_optional_positive_int("memory_length", memory_length),
             check_optional_positive_int("segment_length", segment_length),
         )
+        backbone = self.backbone
+        if backbone.compressed_memory_length and backbone.compression_rate > 1:
+            raise ValueError(
+                "`generate()` feeds one token at a time, and a compressive "
+                "memory compresses segments of a multiple of "
+                f"`compression_rate` (={backbone.compression_rate}). Sample "
+                "with `call_with_memory` on such segments, or use a backbone "
+                "with compression_rate=1."
+            )
         if isinstance(inputs, dict) and "padding_mask" in inputs:
             _check_prompt_padding(inputs["padding_mask"])
         if options != getattr(self, "_generate_options", (None, None)):
@@ -636,17 +658,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     def _generate_segment(self, token_ids, memory):
         """One backbone pass for generation: `(hidden, new_memory)`."""
         outputs = self.backbone(
-            {
-                "token_ids": token_ids,
-                "memory": memory["memory"],
-                "valid_length": memory["valid_length"],
-            },
-            training=False,
+            {"token_ids": token_ids, **memory}, training=False
         )
-        new_memory = {
-            "memory": outputs["memory"],
-            "valid_length": outputs["valid_length"],
-        }
+        new_memory = {key: outputs[key] for key in self.backbone.memory_keys}
         return outputs["sequence_output"], new_memory
 
     def generate_step(self, inputs, stop_token_ids=None):
@@ -685,6 +699,19 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             ),  # (batch, layers, M, hidden)
             "valid_length": ops.zeros((batch_size,), dtype="int32"),
         }
+        if self.backbone.compressed_memory_length:  # compression_rate=1
+            memory["compressed_memory"] = ops.zeros(
+                (
+                    batch_size,
+                    self.backbone.num_layers,
+                    self.backbone.compressed_memory_length,
+                    self.backbone.hidden_dim,
+                ),
+                dtype="float32",
+            )  # (batch, layers, Mc, hidden)
+            memory["compressed_valid_length"] = ops.zeros(
+                (batch_size,), dtype="int32"
+            )
         hidden_states = ops.zeros(
             (batch_size, max_length, self.backbone.hidden_dim),
             dtype=self.backbone.compute_dtype,
