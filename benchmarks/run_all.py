@@ -40,7 +40,7 @@ def job(backend, module, *args, timeout=900):
     }
 
 
-def suite(quick, parity, backends):
+def suite(quick, parity, backends, variants=False):
     steps = ["--steps", "8", "--eval-steps", "8"] if quick else []
     seconds = ["--seconds", "0.5"] if quick else []
     roofline_seconds = ["--roofline-seconds", "0.5"] if quick else []
@@ -126,6 +126,22 @@ def suite(quick, parity, backends):
     jobs.append(job("tensorflow", "cost_growth", *growth))
     if parity:
         jobs.append(job("tensorflow", "precision_parity", timeout=5400))
+    if variants:
+        ab = "attention_variants"
+        if "tensorflow" in backends:
+            jobs += [
+                job("tensorflow", ab, "--dtype", "float32"),
+                job(
+                    "tensorflow",
+                    ab,
+                    "--dtype",
+                    "mixed_bfloat16",
+                    "--what",
+                    "model",
+                ),
+            ]
+        if "jax" in backends:
+            jobs.append(job("jax", ab, "--dtype", "float32"))
     return jobs
 
 
@@ -361,6 +377,51 @@ def growth_tables(results):
     return "\n".join(lines)
 
 
+def variants_table(results):
+    rows = [r for r in results if r.get("benchmark") == "attention_variants"]
+    if not rows:
+        return "(not run in this pass: `--variants`)"
+    lines = [
+        "| backend | dtype | phase | original: tokens per CPU-s x cores | "
+        "current | change |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    models = [r for r in rows if r["part"] == "model"]
+    for r in models:
+        if r["variant"] != "original":
+            continue
+        new = [
+            n
+            for n in models
+            if n["variant"] == "current"
+            and (n["backend"], n["dtype"], n["phase"])
+            == (r["backend"], r["dtype"], r["phase"])
+        ]
+        if not new:
+            continue
+        before = r["tokens_per_cpu_s_x_cores"]
+        after = new[0]["tokens_per_cpu_s_x_cores"]
+        lines.append(
+            f"| {r['backend']} | {r['dtype']} | {r['phase']} | "
+            f"{_fmt(before)} | {_fmt(after)} | "
+            f"{100 * (after / before - 1):+.0f}% |"
+        )
+    shifts = [r for r in rows if r["part"] == "shift"]
+    if shifts:
+        lines += [
+            "",
+            "| backend | relative shift, forward + backward | CPU ms | "
+            "wall ms |",
+            "|---|---|---:|---:|",
+        ]
+        for r in shifts:
+            lines.append(
+                f"| {r['backend']} | {r['variant']} | {r['cpu_ms']:.1f} | "
+                f"{r['wall_ms']:.1f} |"
+            )
+    return "\n".join(lines)
+
+
 def parity_table(results):
     rows = [r for r in results if r.get("benchmark") == "precision_parity"]
     if not rows:
@@ -424,6 +485,11 @@ def render(results, started, wall_seconds, argv):
         "",
         "![cost growth](images/cost_growth.png)",
         "",
+        "### Before / after of the attention changes (same process, "
+        "interleaved)",
+        "",
+        variants_table(results),
+        "",
         "### Mixed bfloat16 vs float32, validation bpc at equal steps",
         "",
         parity_table(results),
@@ -461,6 +527,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--parity", action="store_true")
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also the before/after of the attention (attention_variants)",
+    )
     parser.add_argument("--backends", default="tensorflow,jax,torch")
     parser.add_argument(
         "--json",
@@ -495,7 +566,9 @@ def main(argv=None):
         argv = saved["argv"]
     else:
         results = []
-        for spec in suite(args.quick, args.parity, args.backends.split(",")):
+        for spec in suite(
+            args.quick, args.parity, args.backends.split(","), args.variants
+        ):
             results += run_job(spec, common.log)
         elapsed = time.perf_counter() - start
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
