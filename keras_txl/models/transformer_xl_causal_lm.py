@@ -498,6 +498,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             **kwargs,
         )
 
+    def compile_from_config(self, config):
+        """Compiles a loaded model as it was saved (optimizer, loss,
+        metrics), so that `keras.saving.load_model` also restores the
+        optimizer's state. Keras skips this for models whose `compile` is
+        overridden, as `keras_hub` tasks' is."""
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
     def _prepare_memory_carry(self, args, kwargs):
         # Arguments are passed on as they came: the positional order of
         # `keras_hub` tasks differs from `keras.Model`'s after `batch_size`.

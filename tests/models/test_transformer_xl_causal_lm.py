@@ -1,3 +1,5 @@
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -113,6 +115,26 @@ def test_save_and_load_give_the_same_logits(tmp_path, tie_weights):
     assert loaded.get_config() == lm.get_config()
     got, _ = loaded.call_with_memory(tokens)
     np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-6)
+
+
+@pytest.mark.torch_ok
+def test_loading_a_compiled_model_restores_the_optimizer(tmp_path):
+    lm = _lm()
+    lm.compile()
+    tokens = np.random.default_rng(5).integers(0, 20, (2, 5)).astype("int32")
+    lm.fit(tokens, tokens, batch_size=2, epochs=2, verbose=0)
+    path = str(tmp_path / "lm.keras")
+    lm.save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "compile() was not called"
+        loaded = keras.saving.load_model(path, safe_mode=True)
+    assert loaded.compiled
+    assert loaded.optimizer.global_clipnorm == 0.25
+    assert int(to_numpy(loaded.optimizer.iterations)) == 2
+    saved = lm.optimizer.variables
+    assert len(loaded.optimizer.variables) == len(saved)
+    for got, expected in zip(loaded.optimizer.variables, saved):
+        np.testing.assert_array_equal(to_numpy(got), to_numpy(expected))
 
 
 def test_tied_output_uses_the_embedding():
