@@ -206,6 +206,8 @@ def main():
         "rows": rows,
     }
     print(json.dumps(result, indent=1))
+    # One line for `benchmarks.run_all`'s table.
+    print("RESULT " + json.dumps({"benchmark": "generation", **result}))
     plot(rows, args.png, result["backend"], args.clock)
 
 

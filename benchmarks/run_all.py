@@ -113,6 +113,17 @@ def suite(quick, parity, backends, variants=False):
             os.path.join(images, "eval_speed.png"),
         )
     )
+    contexts = "128 512" if quick else "128 256 512 1024 2048"
+    jobs.append(
+        job(
+            "jax",
+            "generation",
+            "--contexts",
+            *contexts.split(),
+            "--png",
+            os.path.join(images, "generation.png"),
+        )
+    )
     growth = ["--plot", os.path.join(images, "cost_growth.png")]
     if quick:
         growth += [
@@ -334,6 +345,33 @@ def table9(results):
     return "\n".join(lines)
 
 
+def generation_table(results):
+    rows = [r for r in results if r.get("benchmark") == "generation"]
+    if not rows:
+        return "(not run)"
+    result = rows[-1]
+    clock = "CPU-second" if result["clock"] == "cpu" else "second"
+    lines = [
+        f"{result['backend']}, batch 1, {result['model']['num_layers']} "
+        f"layers, hidden {result['model']['hidden_dim']}; tokens per "
+        f"{clock}; best of {result['repeats']} after a compiling call.",
+        "",
+        "| context | memory: one step | `lm.generate` (new tokens) | "
+        "recompute the context | memory / recompute | generate / "
+        "recompute |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['context']} | {_fmt(r['memory_step_tokens_per_s'])} | "
+            f"{_fmt(r['generate_loop_tokens_per_s'])} | "
+            f"{_fmt(r['recompute_step_tokens_per_s'])} | "
+            f"{_fmt(r['memory_over_recompute'], 1)}x | "
+            f"{_fmt(r['generate_loop_over_recompute'], 1)}x |"
+        )
+    return "\n".join(lines)
+
+
 def growth_tables(results):
     rows = [r for r in results if r.get("benchmark") == "cost_growth"]
     if not rows:
@@ -478,6 +516,12 @@ def render(results, started, wall_seconds, argv):
         table9(results),
         "",
         "![eval speed](images/eval_speed.png)",
+        "",
+        "### Generation: memory reuse vs recomputing the context",
+        "",
+        generation_table(results),
+        "",
+        "![generation](images/generation.png)",
         "",
         "### Cost growth",
         "",
