@@ -5,7 +5,7 @@ language models.
     keras-txl train --corpus FILE --preset reference --steps 2000
     keras-txl train --output DIR --resume
     keras-txl evaluate DIR --corpus FILE [--memory-length M]
-    keras-txl generate DIR --prompt TEXT
+    keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
 
 Errors (a missing or short corpus, a bad option, an output folder that
 already holds a model) print one line on stderr and exit with status 1
@@ -147,6 +147,61 @@ def _train(args):
     return 0
 
 
+def _generate_parser(subparsers):
+    from keras_txl.training.sampling import SAMPLERS
+
+    parser = subparsers.add_parser(
+        "generate",
+        help="continue a prompt with a saved model",
+        description="Continues --prompt with TransformerXLCausalLM.generate "
+        "(keras-hub's CausalLM.generate, the memory reused from token to "
+        "token) and a keras-hub sampler, and prints the prompt and its "
+        "continuation.",
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR")
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument(
+        "--max-length",
+        type=_integer(1),
+        default=200,
+        metavar="N",
+        help="length of the output in tokens, the prompt's included "
+        "(keras-hub's max_length): N minus the prompt's tokens are new "
+        "(default 200)",
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default="top_k",
+        help="keras-hub sampler (default top_k)",
+    )
+    parser.add_argument(
+        "--top-k",
+        type=_integer(1),
+        metavar="K",
+        help="k of top_k (default 5) and top_p (default: no cap)",
+    )
+    parser.add_argument(
+        "--top-p",
+        type=_number(1e-12, 1.0, True),
+        metavar="P",
+        help="p of top_p (default 0.1)",
+    )
+    parser.add_argument(
+        "--memory-length",
+        type=_integer(1),
+        help="tokens each new token attends to (default: the run's "
+        "evaluation memory length)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_integer(0),
+        default=0,
+        help="seed of top_k, top_p and random (default 0)",
+    )
+    parser.set_defaults(run=_generate)
+
+
 def _evaluate(args):
     from keras_txl.training.run import evaluate
 
@@ -169,8 +224,10 @@ def _generate(args):
     generate(
         args.model_dir,
         args.prompt,
-        length=args.length,
+        max_length=args.max_length,
+        sampler=args.sampler,
         top_k=args.top_k,
+        top_p=args.top_p,
         memory_length=args.memory_length,
         seed=args.seed,
     )
@@ -215,16 +272,7 @@ def make_parser():
     evaluate.add_argument("--metrics-json", metavar="FILE")
     evaluate.set_defaults(run=_evaluate)
 
-    generate = subparsers.add_parser(
-        "generate", help="continue a prompt with a saved model"
-    )
-    generate.add_argument("model_dir", metavar="MODEL_DIR")
-    generate.add_argument("--prompt", required=True)
-    generate.add_argument("--length", type=_integer(1), default=200)
-    generate.add_argument("--top-k", type=_integer(1), default=5)
-    generate.add_argument("--memory-length", type=_integer(0))
-    generate.add_argument("--seed", type=_integer(0), default=0)
-    generate.set_defaults(run=_generate)
+    _generate_parser(subparsers)
 
     export = subparsers.add_parser(
         "export",

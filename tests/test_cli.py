@@ -6,9 +6,13 @@ import subprocess
 import sys
 
 import keras
+import keras_hub
+import numpy as np
 import pytest
 
+from keras_txl import data
 from keras_txl.cli import main
+from keras_txl.training import artifacts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXT = (
@@ -106,14 +110,56 @@ def test_train_evaluate_generate_end_to_end(tmp_path, corpus, capsys):
     )
     assert "bits per character" in capsys.readouterr().out
 
-    assert main(["generate", output, "--prompt", "The", "--length", "5"]) == 0
-    assert capsys.readouterr().out.startswith("The")
+    _check_generate(output, capsys)
 
     # A second run never replaces the model without --overwrite.
     before = os.path.getmtime(os.path.join(output, "model.keras"))
     status = main(["train", "--corpus", corpus, "--output", output])
     _one_line_error(capsys, status, 1, "already holds a model")
     assert os.path.getmtime(os.path.join(output, "model.keras")) == before
+
+
+def _check_generate(output, capsys):
+    """`keras-txl generate` is `lm.generate` with the sampler asked for:
+    greedy twice gives the same text, that of `lm.generate` called
+    directly with a greedy sampler and the run's evaluation memory."""
+    prompt, max_length = "The quick", 24
+    argv = ["generate", output, "--prompt", prompt, "--sampler", "greedy"]
+    argv += ["--max-length", str(max_length)]
+    printed = []
+    for _ in range(2):
+        assert main(argv) == 0
+        printed.append(capsys.readouterr().out)
+    assert printed[0] == printed[1] and len(printed[0]) == max_length + 1
+
+    lm = artifacts.load_model(output)
+    tokenizer = artifacts.load_tokenizer(output)
+    ids = data.encode(tokenizer, prompt)
+    lm.compile(sampler=keras_hub.samplers.GreedySampler())
+    inputs = {
+        "token_ids": np.zeros((1, max_length), "int32"),
+        "padding_mask": np.zeros((1, max_length), bool),
+    }
+    inputs["token_ids"][0, : len(ids)] = ids
+    inputs["padding_mask"][0, : len(ids)] = True
+    outputs = lm.generate(inputs, stop_token_ids=None, memory_length=16)
+    tokens = np.asarray(outputs["token_ids"])[0]
+    np.testing.assert_array_equal(tokens[: len(ids)], ids)
+    assert printed[0] == data.decode(tokenizer, tokens) + "\n"
+
+    # Sampled: the seed fixes the text.
+    argv = ["generate", output, "--prompt", prompt, "--top-k", "3"]
+    assert main(argv + ["--max-length", "20"]) == 0
+    assert main(argv + ["--max-length", "20"]) == 0
+    first, second = capsys.readouterr().out.splitlines()[-2:]
+    assert first == second and len(first) == 20
+
+    for extra, match in (
+        (["--max-length", "5"], "shorter than the prompt (9 tokens)"),
+        (["--top-p", "0.5"], "applies to the 'top_p' sampler only"),
+    ):
+        argv = ["generate", output, "--prompt", prompt] + extra
+        _one_line_error(capsys, main(argv), 1, match)
 
 
 @pytest.mark.torch_ok
@@ -147,6 +193,18 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
         (["train", "--memory-length", "x"], "--memory-length"),
         (["evaluate", "somewhere"], "--corpus"),
         (["generate"], "MODEL_DIR"),
+        (
+            ["generate", "run", "--prompt", "a", "--sampler", "nucleus"],
+            "--sampler: invalid choice: 'nucleus'",
+        ),
+        (
+            ["generate", "run", "--prompt", "a", "--max-length", "0"],
+            "--max-length: must be an integer >= 1",
+        ),
+        (
+            ["generate", "run", "--prompt", "a", "--top-p", "0"],
+            "--top-p: must be a number in",
+        ),
         ([], "required"),
     ],
 )

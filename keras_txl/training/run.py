@@ -19,7 +19,8 @@ from keras_txl.training.plots import plot_bpc_vs_memory
 from keras_txl.training.plots import plot_training_curve
 from keras_txl.training.presets import PRESETS
 from keras_txl.training.presets import build_language_model
-from keras_txl.training.sampling import sample_text
+from keras_txl.training.sampling import generate_text
+from keras_txl.training.sampling import make_sampler
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.train_config import ConfigError
@@ -29,6 +30,7 @@ from keras_txl.training.training_checkpoint import TrainingCheckpoint
 METRICS_FILE = "metrics.json"
 CURVE_PNG = "training_curve.png"
 MEMORY_PNG = "bpc_vs_memory.png"
+SAMPLE_TOKENS = 200  # tokens of the sample printed after training
 
 
 def load_splits(config):
@@ -252,6 +254,8 @@ def train(config, callbacks=(), log=print):
         `config.metrics_json`); only `steps` and `train_loss` when a
         callback stopped the run early.
     """
+    from keras_txl import data
+
     started = time.perf_counter()
     run = fit_language_model(config, callbacks, log)
     history = run["history"]
@@ -294,13 +298,13 @@ def train(config, callbacks=(), log=print):
         config.memory_length,
     )
     prompt = splits.valid[:40] or splits.train[:40]
-    sample = sample_text(
+    sample = generate_text(
         lm,
         tokenizer,
         prompt,
-        length=200,
-        memory_length=config.eval_memory_length,
-        seed=config.seed,
+        max_length=len(data.encode(tokenizer, prompt)) + SAMPLE_TOKENS,
+        sampler=make_sampler("top_k", seed=config.seed),
+        memory_length=config.eval_memory_length or None,
     )
     log(f"Sample:\n{prompt}{sample}")
     metrics = {
@@ -395,29 +399,44 @@ def evaluate(
 def generate(
     model_dir,
     prompt,
-    length=200,
-    top_k=5,
+    max_length=200,
+    sampler="top_k",
+    top_k=None,
+    top_p=None,
     memory_length=None,
     seed=0,
     log=print,
 ):
-    """Text from a saved model: `prompt` and its continuation.
+    """Text from a saved model with `TransformerXLCausalLM.generate`:
+    prints `prompt` and its continuation.
+
+    Args:
+        model_dir: the `--output` folder of a `keras-txl train` run.
+        prompt: str of at least one token (of the run's tokenizer).
+        max_length: int. Tokens of prompt and continuation together (the
+            `max_length` of `keras_hub.models.CausalLM.generate`).
+        sampler, top_k, top_p, seed: the keras-hub sampler and its
+            parameters (see `keras_txl.training.sampling.make_sampler`).
+        memory_length: int >= 1 or `None`: tokens each new token attends
+            to; `None` takes the run's `eval_memory_length` (the whole
+            context if it is 0).
+        log: function that prints a line.
 
     Returns:
         The generated text (without the prompt).
     """
+    chosen = make_sampler(sampler, top_k=top_k, top_p=top_p, seed=seed)
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     if memory_length is None:
         memory_length = _run_config(model_dir).get("eval_memory_length")
-    text = sample_text(
+    text = generate_text(
         lm,
         tokenizer,
         prompt,
-        length=length,
-        top_k=top_k,
-        memory_length=memory_length,
-        seed=seed,
+        max_length,
+        sampler=chosen,
+        memory_length=memory_length or None,
     )
     log(prompt + text)
     return text
