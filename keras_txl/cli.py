@@ -4,6 +4,7 @@ language models.
     keras-txl train                    # a small character model, builtin text
     keras-txl train --corpus FILE --preset reference --steps 2000
     keras-txl train --output DIR --resume
+    keras-txl train --strategy mirrored --num-devices 2   # TensorFlow
     keras-txl evaluate DIR --corpus FILE [--memory-length M]
     keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
 
@@ -60,6 +61,7 @@ def _number(low, high, high_included):
 
 
 def _train_parser(subparsers):
+    from keras_txl.distribute import STRATEGY_NAMES
     from keras_txl.training.presets import PRESETS
     from keras_txl.training.train_config import DATASETS
     from keras_txl.training.train_config import TOKENIZERS
@@ -111,6 +113,22 @@ def _train_parser(subparsers):
         help="end of the text held out for validation (default 0.1)",
     )
     parser.add_argument("--seed", type=_integer(0), default=0)
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGY_NAMES,
+        default="none",
+        help="how fit spreads each batch over devices: mirrored, "
+        "multiworker and tpu under KERAS_BACKEND=tensorflow, "
+        "jax-data-parallel under jax (default none: one device; see "
+        "docs/distributed.md)",
+    )
+    parser.add_argument(
+        "--num-devices",
+        type=_integer(1),
+        metavar="N",
+        help="devices per host of --strategy (default: all; on a host "
+        "without accelerators the CPU is split into N devices)",
+    )
     parser.add_argument(
         "--output",
         default=DEFAULT_OUTPUT,
