@@ -4,8 +4,9 @@ language models.
     keras-txl train                    # a small character model, builtin text
     keras-txl train --corpus FILE --preset reference --steps 2000
     keras-txl train --output DIR --resume
+    keras-txl train --strategy mirrored --num-devices 2   # TensorFlow
     keras-txl evaluate DIR --corpus FILE [--memory-length M]
-    keras-txl generate DIR --prompt TEXT
+    keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
 
 Errors (a missing or short corpus, a bad option, an output folder that
 already holds a model) print one line on stderr and exit with status 1
@@ -60,6 +61,7 @@ def _number(low, high, high_included):
 
 
 def _train_parser(subparsers):
+    from keras_txl.distribute import STRATEGY_NAMES
     from keras_txl.training.presets import PRESETS
     from keras_txl.training.train_config import DATASETS
     from keras_txl.training.train_config import TOKENIZERS
@@ -112,6 +114,22 @@ def _train_parser(subparsers):
     )
     parser.add_argument("--seed", type=_integer(0), default=0)
     parser.add_argument(
+        "--strategy",
+        choices=STRATEGY_NAMES,
+        default="none",
+        help="how fit spreads each batch over devices: mirrored, "
+        "multiworker and tpu under KERAS_BACKEND=tensorflow, "
+        "jax-data-parallel under jax (default none: one device; see "
+        "docs/distributed.md)",
+    )
+    parser.add_argument(
+        "--num-devices",
+        type=_integer(1),
+        metavar="N",
+        help="devices per host of --strategy (default: all; on a host "
+        "without accelerators the CPU is split into N devices)",
+    )
+    parser.add_argument(
         "--output",
         default=DEFAULT_OUTPUT,
         help=f"folder of the run (default {DEFAULT_OUTPUT})",
@@ -147,6 +165,61 @@ def _train(args):
     return 0
 
 
+def _generate_parser(subparsers):
+    from keras_txl.training.sampling import SAMPLERS
+
+    parser = subparsers.add_parser(
+        "generate",
+        help="continue a prompt with a saved model",
+        description="Continues --prompt with TransformerXLCausalLM.generate "
+        "(keras-hub's CausalLM.generate, the memory reused from token to "
+        "token) and a keras-hub sampler, and prints the prompt and its "
+        "continuation.",
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR")
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument(
+        "--max-length",
+        type=_integer(1),
+        default=200,
+        metavar="N",
+        help="length of the output in tokens, the prompt's included "
+        "(keras-hub's max_length): N minus the prompt's tokens are new "
+        "(default 200)",
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default="top_k",
+        help="keras-hub sampler (default top_k)",
+    )
+    parser.add_argument(
+        "--top-k",
+        type=_integer(1),
+        metavar="K",
+        help="k of top_k (default 5) and top_p (default: no cap)",
+    )
+    parser.add_argument(
+        "--top-p",
+        type=_number(1e-12, 1.0, True),
+        metavar="P",
+        help="p of top_p (default 0.1)",
+    )
+    parser.add_argument(
+        "--memory-length",
+        type=_integer(1),
+        help="tokens each new token attends to (default: the run's "
+        "evaluation memory length)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_integer(0),
+        default=0,
+        help="seed of top_k, top_p and random (default 0)",
+    )
+    parser.set_defaults(run=_generate)
+
+
 def _evaluate(args):
     from keras_txl.training.run import evaluate
 
@@ -169,8 +242,10 @@ def _generate(args):
     generate(
         args.model_dir,
         args.prompt,
-        length=args.length,
+        max_length=args.max_length,
+        sampler=args.sampler,
         top_k=args.top_k,
+        top_p=args.top_p,
         memory_length=args.memory_length,
         seed=args.seed,
     )
@@ -215,16 +290,7 @@ def make_parser():
     evaluate.add_argument("--metrics-json", metavar="FILE")
     evaluate.set_defaults(run=_evaluate)
 
-    generate = subparsers.add_parser(
-        "generate", help="continue a prompt with a saved model"
-    )
-    generate.add_argument("model_dir", metavar="MODEL_DIR")
-    generate.add_argument("--prompt", required=True)
-    generate.add_argument("--length", type=_integer(1), default=200)
-    generate.add_argument("--top-k", type=_integer(1), default=5)
-    generate.add_argument("--memory-length", type=_integer(0))
-    generate.add_argument("--seed", type=_integer(0), default=0)
-    generate.set_defaults(run=_generate)
+    _generate_parser(subparsers)
 
     export = subparsers.add_parser(
         "export",

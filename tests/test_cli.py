@@ -6,9 +6,13 @@ import subprocess
 import sys
 
 import keras
+import keras_hub
+import numpy as np
 import pytest
 
+from keras_txl import data
 from keras_txl.cli import main
+from keras_txl.training import artifacts
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXT = (
@@ -30,7 +34,13 @@ TINY_RUN = [
     "16",
     "--steps-per-epoch",
     "2",
+    "--dropout",
+    "0",
+    "--seed",
+    "0",
 ]
+# The strategy of this backend that splits a batch over 2 CPU devices.
+TWO_DEVICES = {"tensorflow": "mirrored", "jax": "jax-data-parallel"}
 
 
 @pytest.fixture
@@ -50,11 +60,12 @@ def _one_line_error(capsys, status, expected_status, match):
     assert "Traceback" not in captured.err + captured.out
 
 
-@pytest.mark.slow
-@pytest.mark.torch_ok
-def test_train_evaluate_generate_end_to_end(tmp_path, corpus, capsys):
-    output = str(tmp_path / "run")
-    metrics_path = str(tmp_path / "metrics.json")
+def _train(corpus, output, *extra):
+    """`python -m keras_txl train` on `corpus` in a subprocess: device
+    counts are fixed once the engine starts, so a run with its own devices
+    needs its own process. Returns `(completed process, metrics dict or
+    None)`."""
+    metrics_path = f"{output}-metrics.json"
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
     if keras.backend.backend() == "torch":
         # One thread, as in this process (see tests/training/conftest.py):
@@ -63,9 +74,35 @@ def test_train_evaluate_generate_end_to_end(tmp_path, corpus, capsys):
     command = [sys.executable, "-m", "keras_txl", "train", "--corpus"]
     command += [corpus, "--output", output, "--metrics-json", metrics_path]
     result = subprocess.run(
-        command + TINY_RUN, env=env, capture_output=True, text=True
+        command + TINY_RUN + list(extra),
+        env=env,
+        capture_output=True,
+        text=True,
     )
+    if not os.path.exists(metrics_path):
+        return result, None
+    with open(metrics_path) as file:
+        return result, json.load(file)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """The tiny run on one device (strategy "none"), shared by the tests
+    of this module: `(corpus, output folder, process, metrics)`."""
+    folder = tmp_path_factory.mktemp("tiny_run")
+    corpus = str(folder / "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as file:
+        file.write(TEXT)
+    output = str(folder / "run")
+    result, metrics = _train(corpus, output)
     assert result.returncode == 0, result.stderr[-3000:]
+    return corpus, output, result, metrics
+
+
+@pytest.mark.slow
+@pytest.mark.torch_ok
+def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
+    corpus, output, result, metrics = tiny_run
     assert "Epoch 2/2" in result.stdout  # Keras progress
     assert "with memory (16)" in result.stdout
     assert "Sample:" in result.stdout
@@ -77,8 +114,6 @@ def test_train_evaluate_generate_end_to_end(tmp_path, corpus, capsys):
         "metrics.json",
     ):
         assert os.path.isfile(os.path.join(output, name)), name
-    with open(metrics_path) as file:
-        metrics = json.load(file)
     assert metrics["steps"] == 4 and len(metrics["train_loss"]) == 4
     assert metrics["tokens_per_second"] > 0
     assert metrics["config"]["segment_length"] == 8
@@ -89,6 +124,8 @@ def test_train_evaluate_generate_end_to_end(tmp_path, corpus, capsys):
     )
     table = metrics["bpc_by_memory_length"]
     assert [row["memory_length"] for row in table] == [0, 2, 8, 16, 32]
+    assert metrics["config"]["strategy"] == "none"
+    assert "on each of 1 replica(s), strategy 'none'" in result.stdout
 
     evaluation = str(tmp_path / "evaluation.json")
     status = main(
@@ -106,14 +143,167 @@ def test_train_evaluate_generate_end_to_end(tmp_path, corpus, capsys):
     )
     assert "bits per character" in capsys.readouterr().out
 
-    assert main(["generate", output, "--prompt", "The", "--length", "5"]) == 0
-    assert capsys.readouterr().out.startswith("The")
+    _check_generate(output, capsys)
 
     # A second run never replaces the model without --overwrite.
     before = os.path.getmtime(os.path.join(output, "model.keras"))
     status = main(["train", "--corpus", corpus, "--output", output])
     _one_line_error(capsys, status, 1, "already holds a model")
     assert os.path.getmtime(os.path.join(output, "model.keras")) == before
+
+
+def _check_generate(output, capsys):
+    """`keras-txl generate` is `lm.generate` with the sampler asked for:
+    greedy twice gives the same text, that of `lm.generate` called
+    directly with a greedy sampler and the run's evaluation memory."""
+    prompt, max_length = "The quick", 24
+    argv = ["generate", output, "--prompt", prompt, "--sampler", "greedy"]
+    argv += ["--max-length", str(max_length)]
+    printed = []
+    for _ in range(2):
+        assert main(argv) == 0
+        printed.append(capsys.readouterr().out)
+    assert printed[0] == printed[1] and len(printed[0]) == max_length + 1
+
+    lm = artifacts.load_model(output)
+    tokenizer = artifacts.load_tokenizer(output)
+    ids = data.encode(tokenizer, prompt)
+    lm.compile(sampler=keras_hub.samplers.GreedySampler())
+    inputs = {
+        "token_ids": np.zeros((1, max_length), "int32"),
+        "padding_mask": np.zeros((1, max_length), bool),
+    }
+    inputs["token_ids"][0, : len(ids)] = ids
+    inputs["padding_mask"][0, : len(ids)] = True
+    outputs = lm.generate(inputs, stop_token_ids=None, memory_length=16)
+    tokens = np.asarray(outputs["token_ids"])[0]
+    np.testing.assert_array_equal(tokens[: len(ids)], ids)
+    assert printed[0] == data.decode(tokenizer, tokens) + "\n"
+
+    for extra, match in (
+        (["--max-length", "5"], "shorter than the prompt (9 tokens)"),
+        (["--top-p", "0.5"], "applies to the 'top_p' sampler only"),
+    ):
+        argv = ["generate", output, "--prompt", prompt] + extra
+        _one_line_error(capsys, main(argv), 1, match)
+
+
+@pytest.mark.slow
+def test_train_on_two_devices_follows_one_device(tmp_path, tiny_run):
+    """`--strategy S --num-devices 2` (S: `mirrored` on TensorFlow,
+    `jax-data-parallel` on JAX) on 2 CPU devices: each replica trains one
+    of the 2 streams, and every step's loss is that of one device."""
+    strategy = TWO_DEVICES[keras.backend.backend()]
+    two = ["--strategy", strategy, "--num-devices", "2"]
+    result, metrics = _train(tiny_run[0], str(tmp_path / "run"), *two)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        f"1 of 2 streams on each of 2 replica(s), strategy '{strategy}'"
+        in result.stdout
+    )
+    assert metrics["config"]["strategy"] == strategy
+    assert metrics["config"]["num_devices"] == 2
+    single = np.array(tiny_run[3]["train_loss"])
+    losses = np.array(metrics["train_loss"])
+    assert losses.shape == single.shape == (4,)
+    assert np.all(np.isfinite(losses))
+    np.testing.assert_allclose(losses, single, atol=1e-3, rtol=0)
+    assert single[0] - single[-1] > 0.1  # the model learns: not flat lines
+    assert metrics["valid_bpc_with_memory"] == pytest.approx(
+        tiny_run[3]["valid_bpc_with_memory"], abs=1e-3
+    )
+
+    # A global batch the replicas cannot share fails before training.
+    output = tmp_path / "odd"
+    result, _ = _train(tiny_run[0], str(output), *two, "--batch-size", "3")
+    # (The engines' own start-up lines may come first.)
+    lines = [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("keras-txl")
+    ]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert (
+        "global batch size (3) must be a multiple of the number of "
+        in (lines[0])
+    )
+    assert not output.exists()
+
+
+# Trains the tiny run on 2 devices, stops it after 3 of its 4 steps (a
+# checkpoint every 2 steps, and one when stopped), resumes it as
+# `keras-txl train --output DIR --resume` does, and prints every step's loss.
+_STOP_AND_RESUME = """
+import json, sys
+import keras
+from keras_txl.training.run import fit_language_model
+from keras_txl.training.train_config import TrainConfig
+
+corpus, output, strategy = sys.argv[1:]
+
+
+class StopAfterThree(keras.callbacks.Callback):
+    seen = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        self.model.stop_training = self.seen == 3
+
+
+config = TrainConfig(
+    corpus=corpus, preset="tiny", steps=4, segment_length=8, batch_size=2,
+    memory_length=8, eval_memory_length=16, steps_per_epoch=2, dropout=0.0,
+    seed=0, verbose=0, output=output, strategy=strategy, num_devices=2,
+)
+quiet = lambda line: None
+first = fit_language_model(config, [StopAfterThree()], log=quiet)
+assert not first["finished"], first["history"].losses
+rest = fit_language_model(
+    TrainConfig(output=output, resume=True, verbose=0), log=quiet
+)
+print(json.dumps([first["history"].step, rest["history"].losses]))
+"""
+
+
+@pytest.mark.slow
+def test_two_device_run_resumes_where_it_stopped(tmp_path, tiny_run):
+    """The checkpoint of a 2-replica run holds the memory of both
+    replicas' streams, and `--resume` gives each replica its own: the
+    resumed steps have the losses of the uninterrupted run."""
+    strategy = TWO_DEVICES[keras.backend.backend()]
+    result = subprocess.run(
+        [sys.executable, "-c", _STOP_AND_RESUME, tiny_run[0]]
+        + [str(tmp_path / "run"), strategy],
+        env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    stopped_at, losses = json.loads(result.stdout.strip().splitlines()[-1])
+    assert stopped_at == 3
+    np.testing.assert_allclose(
+        losses, tiny_run[3]["train_loss"], atol=1e-3, rtol=0
+    )
+
+
+@pytest.mark.torch_ok
+def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
+    """Errors found before any device is set up, in this process."""
+    other = "jax-data-parallel"
+    if keras.backend.backend() == "jax":
+        other = "mirrored"
+    argv = ["train", "--corpus", corpus, "--output", str(tmp_path / "out")]
+    status = main(argv + ["--strategy", other])
+    _one_line_error(capsys, status, 1, f"Strategy '{other}' runs on the")
+    status = main(argv + ["--num-devices", "2"])
+    _one_line_error(capsys, status, 1, "Strategy 'none' trains on one device")
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv + ["--num-devices", "0"])
+    _one_line_error(
+        capsys, exit_info.value.code, 2, "--num-devices: must be an integer"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.torch_ok
@@ -147,6 +337,18 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
         (["train", "--memory-length", "x"], "--memory-length"),
         (["evaluate", "somewhere"], "--corpus"),
         (["generate"], "MODEL_DIR"),
+        (
+            ["generate", "run", "--prompt", "a", "--sampler", "nucleus"],
+            "--sampler: invalid choice: 'nucleus'",
+        ),
+        (
+            ["generate", "run", "--prompt", "a", "--max-length", "0"],
+            "--max-length: must be an integer >= 1",
+        ),
+        (
+            ["generate", "run", "--prompt", "a", "--top-p", "0"],
+            "--top-p: must be a number in",
+        ),
         ([], "required"),
     ],
 )

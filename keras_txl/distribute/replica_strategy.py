@@ -103,9 +103,11 @@ class ReplicaStrategy:
     def build_memory(self, model, global_batch_size):
         """Creates `model`'s carried memory for `global_batch_size` streams.
 
-        Call it in `scope()` after building the model and before `fit`.
-        Raises a `ValueError` if the batch does not split evenly, or if the
-        memory already exists for another batch size.
+        Call it in `scope()` after building and compiling the model and
+        before `fit`: it also makes the optimizer clip the gradient summed
+        over the replicas (see `clip_after_all_reduce`). Raises a
+        `ValueError` if the batch does not split evenly, or if the memory
+        already exists for another batch size.
         """
         batch_size = self.memory_batch_size(global_batch_size)
         state = model.memory_state
@@ -120,6 +122,59 @@ class ReplicaStrategy:
             )
         with self.scope():
             model.build_memory(batch_size)
+        self.clip_after_all_reduce(getattr(model, "optimizer", None))
+
+    def clip_after_all_reduce(self, optimizer):
+        """Makes `optimizer` clip the gradient of the global batch.
+
+        Keras 3's TensorFlow optimizers clip (`global_clipnorm`,
+        `clipnorm`, `clipvalue`) inside each replica, before the gradients
+        are summed over the replicas: each replica's share is clipped, not
+        the gradient, so with 2 replicas a global norm clip of 0.25 acts
+        like one of about 0.5. This makes the optimizer sum the gradients
+        first, clip the sum as Keras would on one device, and hand each
+        replica `1 / num_replicas` of it, which Keras's own sum then makes
+        the clipped gradient. A no-op on JAX (the step computes the
+        gradient of the global batch), on one replica and for an optimizer
+        that does not clip. `build_memory` calls it on the model's
+        optimizer.
+
+        Args:
+            optimizer: a `keras.optimizers.Optimizer` or `None`.
+
+        Returns:
+            `optimizer`.
+        """
+        clips = optimizer is not None and any(
+            getattr(optimizer, name, None)
+            for name in ("clipnorm", "global_clipnorm", "clipvalue")
+        )
+        if (
+            not clips
+            or self.backend != "tensorflow"
+            or self.num_replicas == 1
+            or getattr(optimizer, "_clips_after_all_reduce", False)
+        ):
+            return optimizer
+        import tensorflow as tf
+
+        clip = optimizer._clip_gradients
+
+        def clip_summed(grads):
+            context = tf.distribute.get_replica_context()
+            if context is None or context.num_replicas_in_sync == 1:
+                return clip(grads)
+            present = [tf.convert_to_tensor(g) for g in grads if g is not None]
+            summed = iter(
+                context.all_reduce(tf.distribute.ReduceOp.SUM, present)
+            )
+            clipped = clip([None if g is None else next(summed) for g in grads])
+            share = 1.0 / context.num_replicas_in_sync
+            return [None if g is None else g * share for g in clipped]
+
+        optimizer._clip_gradients = clip_summed
+        optimizer._clips_after_all_reduce = True
+        return optimizer
 
     def distribute_dataset(self, dataset):
         """Checks a `tf.data` dataset of global batches and prepares it to
@@ -177,6 +232,42 @@ class ReplicaStrategy:
             {"memory": memory, "valid_length": valid}
             for memory, valid in zip(parts["memory"], parts["valid_length"])
         ]
+
+    def write_memory(self, model, memory):
+        """Sets the memory of every row, each replica's rows on it: the
+        inverse of `replica_memory` (one host).
+
+        Args:
+            model: a model whose memory `build_memory` created.
+            memory: `{"memory", "valid_length"}` arrays of the global batch,
+                rows in order (the replicas' memories of `replica_memory`,
+                concatenated).
+        """
+        state = model.memory_state
+        if not state.has_state:
+            raise ValueError(
+                "The model has no carried memory yet: call "
+                "`strategy.build_memory(model, global_batch_size)` first."
+            )
+        if self.backend != "tensorflow" or self.num_replicas == 1:
+            state.write(memory)  # JAX: sharded along the batch like data
+            return
+        rows = state.batch_size  # per replica
+
+        def rows_of(context):
+            start = context.replica_id_in_sync_group * rows
+            return {
+                key: np.asarray(value)[start : start + rows]
+                for key, value in memory.items()
+            }
+
+        import tensorflow as tf
+
+        values = self.native.experimental_distribute_values_from_function(
+            rows_of
+        )
+        # In a `tf.function`: `run` is slow (and warns) eagerly.
+        tf.function(lambda v: self.native.run(state.write, args=(v,)))(values)
 
     def _local_values(self, value):
         if self.backend == "tensorflow":

@@ -44,7 +44,11 @@ class BatchCrossEntropy(keras.metrics.Metric):
         super().__init__(name=name, dtype=dtype or "float32", **kwargs)
         self.from_logits = check_bool("from_logits", from_logits)
         self.last_value = self.add_variable(
-            shape=(), initializer="zeros", dtype=self.dtype, name="last_value"
+            shape=(),
+            initializer="zeros",
+            dtype=self.dtype,
+            aggregation="mean",
+            name="last_value",
         )
 
     def update_state(self, y_true, y_pred, sample_weight=None):

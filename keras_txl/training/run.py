@@ -5,6 +5,7 @@ and returns its results as a dict, so that the command line
 (`keras_txl.cli`) only parses options and reports errors.
 """
 
+import contextlib
 import math
 import os
 import shutil
@@ -12,6 +13,7 @@ import time
 
 import keras
 
+from keras_txl.distribute import memory_budget
 from keras_txl.training import artifacts
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.memory_reset import MemoryReset
@@ -19,7 +21,8 @@ from keras_txl.training.plots import plot_bpc_vs_memory
 from keras_txl.training.plots import plot_training_curve
 from keras_txl.training.presets import PRESETS
 from keras_txl.training.presets import build_language_model
-from keras_txl.training.sampling import sample_text
+from keras_txl.training.sampling import generate_text
+from keras_txl.training.sampling import make_sampler
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.train_config import ConfigError
@@ -29,6 +32,7 @@ from keras_txl.training.training_checkpoint import TrainingCheckpoint
 METRICS_FILE = "metrics.json"
 CURVE_PNG = "training_curve.png"
 MEMORY_PNG = "bpc_vs_memory.png"
+SAMPLE_TOKENS = 200  # tokens of the sample printed after training
 
 
 def load_splits(config):
@@ -114,6 +118,30 @@ def _prepare_output(config):
     os.makedirs(output, exist_ok=True)
 
 
+def make_run_strategy(config):
+    """The devices and the `ReplicaStrategy` of a run, or `None` for
+    strategy `"none"` (one device: no strategy scope).
+
+    Calls `keras_txl.distribute.configure_devices` first, so it must run
+    before any operation of the engine in the process (device counts are
+    fixed when the engine starts), then `make_strategy`; raises a
+    `ValueError` if the global batch does not split between the replicas.
+    """
+    from keras_txl import distribute
+
+    distribute.configure_devices(config.strategy, config.num_devices)
+    if config.strategy == "none":
+        return None
+    strategy = distribute.make_strategy(config.strategy, config.num_devices)
+    strategy.per_replica_batch_size(config.batch_size)
+    return strategy
+
+
+def _scope(strategy):
+    # One device (strategy "none"): no scope, as without `keras_txl.distribute`.
+    return contextlib.nullcontext() if strategy is None else strategy.scope()
+
+
 def fit_language_model(config, callbacks=(), log=print):
     """The training half of `train`: data, model, `fit` with checkpoints.
 
@@ -137,8 +165,10 @@ def fit_language_model(config, callbacks=(), log=print):
         checkpoint_dir = os.path.join(config.output, artifacts.CHECKPOINT_DIR)
         saved = TrainingCheckpoint.read_state(checkpoint_dir)
         config = config.merged_for_resume(saved["config"]).resolved()
+        strategy = make_run_strategy(config)
     else:
         config = config.resolved()
+        strategy = make_run_strategy(config)
         _prepare_output(config)
         checkpoint_dir = os.path.join(config.output, artifacts.CHECKPOINT_DIR)
     output = config.output
@@ -168,14 +198,32 @@ def fit_language_model(config, callbacks=(), log=print):
         f"{vocabulary_size}); {steps_per_pass} steps per pass."
     )
 
-    keras.utils.set_random_seed(config.seed)
-    lm = build_language_model(config, vocabulary_size)
-    lm.compile(
-        optimizer=transformer_xl_optimizer(
-            config.learning_rate,
-            total_steps=config.steps,
-            warmup_steps=config.warmup_steps,
+    with _scope(strategy):
+        keras.utils.set_random_seed(config.seed)
+        lm = build_language_model(config, vocabulary_size)
+        lm.compile(
+            optimizer=transformer_xl_optimizer(
+                config.learning_rate,
+                total_steps=config.steps,
+                warmup_steps=config.warmup_steps,
+            )
         )
+        if strategy is not None:
+            strategy.build_memory(lm, batch)
+            train_data = strategy.distribute_dataset(train_data)
+    replicas = 1 if strategy is None else strategy.num_replicas
+    budget = memory_budget(
+        lm.backbone,
+        batch,
+        length,
+        replicas=replicas,
+        dtype=keras.config.dtype_policy().name,
+    )
+    log(
+        f"Memory per replica: {budget['total'] / 2**20:,.1f} MiB estimated "
+        f"(keras_txl.distribute.memory_budget), {budget['per_replica_batch']} "
+        f"of {batch} streams on each of {replicas} replica(s), strategy "
+        f"'{config.strategy}'."
     )
     run_config = dict(
         config.to_dict(),
@@ -186,7 +234,10 @@ def fit_language_model(config, callbacks=(), log=print):
     artifacts.write_json(config_path, run_config)
     start_step, losses = 0, []
     if config.resume:
-        state = TrainingCheckpoint.restore(lm, checkpoint_dir, batch)
+        with _scope(strategy):
+            state = TrainingCheckpoint.restore(
+                lm, checkpoint_dir, batch, strategy
+            )
         start_step, losses = state["step"], state["train_loss"]
         log(f"Resuming at step {start_step} of {config.steps}.")
 
@@ -200,20 +251,23 @@ def fit_language_model(config, callbacks=(), log=print):
     if start_step < config.steps:
         per_epoch = min(config.steps_per_epoch, config.steps)
         fit_started = time.perf_counter()
-        lm.fit(
-            train_data.repeat().skip(start_step),
-            steps_per_epoch=per_epoch,
-            epochs=math.ceil(config.steps / per_epoch),
-            initial_epoch=start_step // per_epoch,
-            verbose=config.verbose,
-            shuffle=False,
-            callbacks=[
-                MemoryReset(steps_per_pass, initial_step=start_step),
-                history,
-                TrainingCheckpoint(checkpoint_dir, history, run_config),
-                *callbacks,
-            ],
-        )
+        with _scope(strategy):
+            lm.fit(
+                train_data.repeat().skip(start_step),
+                steps_per_epoch=per_epoch,
+                epochs=math.ceil(config.steps / per_epoch),
+                initial_epoch=start_step // per_epoch,
+                verbose=config.verbose,
+                shuffle=False,
+                callbacks=[
+                    MemoryReset(steps_per_pass, initial_step=start_step),
+                    history,
+                    TrainingCheckpoint(
+                        checkpoint_dir, history, run_config, strategy
+                    ),
+                    *callbacks,
+                ],
+            )
         train_seconds = time.perf_counter() - fit_started
     finished = history.step >= config.steps
     if not finished:
@@ -252,6 +306,8 @@ def train(config, callbacks=(), log=print):
         `config.metrics_json`); only `steps` and `train_loss` when a
         callback stopped the run early.
     """
+    from keras_txl import data
+
     started = time.perf_counter()
     run = fit_language_model(config, callbacks, log)
     history = run["history"]
@@ -294,13 +350,13 @@ def train(config, callbacks=(), log=print):
         config.memory_length,
     )
     prompt = splits.valid[:40] or splits.train[:40]
-    sample = sample_text(
+    sample = generate_text(
         lm,
         tokenizer,
         prompt,
-        length=200,
-        memory_length=config.eval_memory_length,
-        seed=config.seed,
+        max_length=len(data.encode(tokenizer, prompt)) + SAMPLE_TOKENS,
+        sampler=make_sampler("top_k", seed=config.seed),
+        memory_length=config.eval_memory_length or None,
     )
     log(f"Sample:\n{prompt}{sample}")
     metrics = {
@@ -395,29 +451,44 @@ def evaluate(
 def generate(
     model_dir,
     prompt,
-    length=200,
-    top_k=5,
+    max_length=200,
+    sampler="top_k",
+    top_k=None,
+    top_p=None,
     memory_length=None,
     seed=0,
     log=print,
 ):
-    """Text from a saved model: `prompt` and its continuation.
+    """Text from a saved model with `TransformerXLCausalLM.generate`:
+    prints `prompt` and its continuation.
+
+    Args:
+        model_dir: the `--output` folder of a `keras-txl train` run.
+        prompt: str of at least one token (of the run's tokenizer).
+        max_length: int. Tokens of prompt and continuation together (the
+            `max_length` of `keras_hub.models.CausalLM.generate`).
+        sampler, top_k, top_p, seed: the keras-hub sampler and its
+            parameters (see `keras_txl.training.sampling.make_sampler`).
+        memory_length: int >= 1 or `None`: tokens each new token attends
+            to; `None` takes the run's `eval_memory_length` (the whole
+            context if it is 0).
+        log: function that prints a line.
 
     Returns:
         The generated text (without the prompt).
     """
+    chosen = make_sampler(sampler, top_k=top_k, top_p=top_p, seed=seed)
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     if memory_length is None:
         memory_length = _run_config(model_dir).get("eval_memory_length")
-    text = sample_text(
+    text = generate_text(
         lm,
         tokenizer,
         prompt,
-        length=length,
-        top_k=top_k,
-        memory_length=memory_length,
-        seed=seed,
+        max_length,
+        sampler=chosen,
+        memory_length=memory_length or None,
     )
     log(prompt + text)
     return text

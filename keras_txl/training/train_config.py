@@ -50,6 +50,10 @@ class TrainConfig:
         resume, overwrite: what to do when `output` holds a run.
         metrics_json: optional path of the metrics file.
         verbose: Keras verbosity of `fit` (1: progress bars).
+        strategy: one of `keras_txl.distribute.STRATEGY_NAMES`: how `fit`
+            spreads the batch over devices (`"none"`: one device).
+        num_devices: int >= 1 or `None` (every device of the host):
+            devices per host of the strategy.
     """
 
     dataset: str = "builtin"
@@ -72,6 +76,8 @@ class TrainConfig:
     overwrite: bool = False
     metrics_json: str = None
     verbose: int = 1
+    strategy: str = "none"
+    num_devices: int = None
 
     def resolved(self):
         """A copy with the preset's defaults filled in, checked."""
@@ -143,7 +149,20 @@ class TrainConfig:
                 f"--tokenizer must be one of {', '.join(TOKENIZERS)}. "
                 f"Received: {self.tokenizer!r}"
             )
+        self.check_strategy()
         self.check_run_flags()
+
+    def check_strategy(self):
+        """Raises `ConfigError` for a strategy unknown or not of this
+        backend, or a bad device count."""
+        from keras_txl.distribute import check_strategy_name
+
+        try:
+            check_strategy_name(self.strategy)
+        except ValueError as error:
+            raise ConfigError(f"--strategy: {error}") from None
+        if self.num_devices is not None:
+            _check_int("num_devices", self.num_devices, lowest=1)
 
     def check_run_flags(self):
         """Raises `ConfigError` if `resume` and `overwrite` are both set."""

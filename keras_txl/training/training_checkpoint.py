@@ -27,6 +27,9 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         directory: the checkpoint folder.
         history: the run's `StepHistory` (step counter and losses).
         config: a JSON-serializable dict saved with the state.
+        strategy: the `keras_txl.distribute.ReplicaStrategy` the model
+            trains under, or `None` (one device): the checkpoint then holds
+            the memory of every replica's rows (one host).
 
     Example:
 
@@ -38,11 +41,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, directory, history, config=None):
+    def __init__(self, directory, history, config=None, strategy=None):
         super().__init__()
         self.directory = os.fspath(directory)
         self.history = history
         self.config = dict(config or {})
+        self.strategy = strategy
 
     def on_epoch_end(self, epoch, logs=None):
         # On JAX, `fit` has written its state back into the variables
@@ -58,7 +62,16 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         model = self.model
         model.save_weights(os.path.join(temporary, WEIGHTS_FILE))
         state = model.memory_state
-        if state.has_state:
+        if state.has_state and self.strategy is not None:
+            replicas = self.strategy.replica_memory(model)
+            np.savez(
+                os.path.join(temporary, MEMORY_FILE),
+                **{
+                    key: np.concatenate([r[key] for r in replicas])
+                    for key in ("memory", "valid_length")
+                },
+            )
+        elif state.has_state:
             memory = state.read()
             np.savez(
                 os.path.join(temporary, MEMORY_FILE),
@@ -88,29 +101,38 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             return json.load(file)
 
     @staticmethod
-    def restore(model, directory, batch_size):
+    def restore(model, directory, batch_size, strategy=None):
         """Loads a checkpoint into `model` (built and compiled as when it
         was saved) and returns its `state.json` dict.
 
         Args:
             model: a compiled `TransformerXLCausalLM`.
             directory: the checkpoint folder.
-            batch_size: int. Batch size of the training data.
+            batch_size: int. Batch size of the training data (the global
+                batch under a strategy).
+            strategy: the `ReplicaStrategy` the model trains under (call
+                `restore` in its scope), or `None`: each replica gets the
+                memory of its rows.
         """
         directory = os.fspath(directory)
         if not model.built:
             model.build()
-        model.build_memory(batch_size)
+        if strategy is None:
+            model.build_memory(batch_size)
+        else:
+            strategy.build_memory(model, batch_size)
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
         model.load_weights(os.path.join(directory, WEIGHTS_FILE))
         memory_path = os.path.join(directory, MEMORY_FILE)
         if os.path.exists(memory_path):
             with np.load(memory_path, allow_pickle=False) as memory:
-                model.memory_state.write(
-                    {
-                        "memory": memory["memory"],
-                        "valid_length": memory["valid_length"],
-                    }
-                )
+                memory = {
+                    "memory": memory["memory"],
+                    "valid_length": memory["valid_length"],
+                }
+            if strategy is None:
+                model.memory_state.write(memory)
+            else:
+                strategy.write_memory(model, memory)
         return TrainingCheckpoint.read_state(directory)
