@@ -1,7 +1,7 @@
 """Shared pieces of the benchmarks: presets, FLOP counts, timing, memory.
 
-Nothing here imports a backend at module import time except through
-`keras`, so a script can set `KERAS_BACKEND` before importing it.
+Importing this module imports `keras_txl` and so `keras`, which fixes the
+backend: set `KERAS_BACKEND` before importing it.
 """
 
 import json
@@ -11,44 +11,27 @@ import resource
 import sys
 import time
 
-# Model presets. `reference` is the configuration of the speed goals: 4
-# layers, hidden 256, 8 heads x 32, intermediate 1024, T = M = 128, batch 16,
-# a byte vocabulary. `base` is the paper's 12-layer enwik8 model with shorter
+from keras_txl.training.presets import ARCHITECTURES
+
+# Model presets: a size of `keras_txl.training.presets.ARCHITECTURES` with
+# the segment, memory, batch and vocabulary of the measurement.
+# `reference` is the configuration of the speed goals: 4 layers, hidden 256,
+# 8 heads x 32, intermediate 1024, T = M = 128, batch 16, a byte
+# vocabulary. `base` is the paper's 12-layer enwik8 model with shorter
 # segments (the paper's T = M = 512 takes minutes a step on 2 CPU cores).
 PRESETS = {
-    "tiny": dict(
-        num_layers=2,
-        hidden_dim=64,
-        num_heads=4,
-        head_dim=16,
-        intermediate_dim=256,
-        segment_length=32,
-        memory_length=32,
-        batch_size=8,
+    name: dict(
+        ARCHITECTURES[size],
+        segment_length=length,
+        memory_length=length,
+        batch_size=batch,
         vocabulary_size=256,
-    ),
-    "reference": dict(
-        num_layers=4,
-        hidden_dim=256,
-        num_heads=8,
-        head_dim=32,
-        intermediate_dim=1024,
-        segment_length=128,
-        memory_length=128,
-        batch_size=16,
-        vocabulary_size=256,
-    ),
-    "base": dict(
-        num_layers=12,
-        hidden_dim=512,
-        num_heads=8,
-        head_dim=64,
-        intermediate_dim=2048,
-        segment_length=256,
-        memory_length=256,
-        batch_size=8,
-        vocabulary_size=256,
-    ),
+    )
+    for name, size, length, batch in (
+        ("tiny", "small", 32, 8),
+        ("reference", "reference", 128, 16),
+        ("base", "base", 256, 8),
+    )
 }
 
 DATA_PATH = os.path.join(

@@ -2,32 +2,17 @@
 
 Sizes for a CPU: `"tiny"` for tests (seconds), `"small"` for the ablation
 table (minutes on 2 cores), `"base"` for a machine with an accelerator.
-Only the architecture lives here; memory length, position encoding and
-stop-gradient are what the ablation varies.
+Memory length, position encoding and stop-gradient are what the ablation
+varies; the sizes come from `keras_txl.training.presets.ARCHITECTURES`.
 """
 
+from keras_txl.training.presets import ARCHITECTURES
+
+# Names of the ablation command for sizes of the project's one table.
 PRESETS = {
-    "tiny": dict(
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
-    ),
-    "small": dict(
-        num_layers=2,
-        num_heads=4,
-        hidden_dim=64,
-        head_dim=16,
-        intermediate_dim=256,
-    ),
-    "base": dict(
-        num_layers=6,
-        num_heads=8,
-        hidden_dim=256,
-        head_dim=32,
-        intermediate_dim=1024,
-    ),
+    "tiny": ARCHITECTURES["micro"],
+    "small": ARCHITECTURES["small"],
+    "base": ARCHITECTURES["medium"],
 }
 
 

@@ -1,20 +1,41 @@
-"""Model sizes and training defaults of the `keras-txl` command."""
+"""Model sizes, and the training defaults of the `keras-txl` command.
+
+`ARCHITECTURES` is the one table of model sizes in the project: the
+`keras-txl train` presets below, the ablations (`keras_txl.ablation`) and
+the benchmarks (`benchmarks/common.py`) all pick their sizes from it.
+"""
 
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
 
-def _preset(
-    layers, heads, hidden, head, inner, length, batch, steps, lr, warmup, drop
-):
+def _architecture(layers, heads, hidden, head, inner):
+    return dict(
+        num_layers=layers,
+        num_heads=heads,
+        hidden_dim=hidden,
+        head_dim=head,
+        intermediate_dim=inner,
+    )
+
+
+# Backbone sizes (layers, heads, hidden, head, inner). "reference" is the
+# configuration of the speed goals in docs/benchmarks.md; "base" the base
+# enwik8 model of the paper (Dai et al., 2019, and the authors'
+# `run_enwik8_base.sh`).
+ARCHITECTURES = {
+    "micro": _architecture(1, 2, 16, 8, 32),  # tests: seconds
+    "small": _architecture(2, 4, 64, 16, 256),  # the ablation table
+    "tiny": _architecture(2, 4, 128, 32, 512),  # `keras-txl train`
+    "reference": _architecture(4, 8, 256, 32, 1024),
+    "medium": _architecture(6, 8, 256, 32, 1024),
+    "base": _architecture(12, 8, 512, 64, 2048),
+}
+
+
+def _preset(architecture, length, batch, steps, lr, warmup, drop):
     return {
-        "model": dict(
-            num_layers=layers,
-            num_heads=heads,
-            hidden_dim=hidden,
-            head_dim=head,
-            intermediate_dim=inner,
-        ),
+        "model": dict(ARCHITECTURES[architecture]),
         "train": dict(
             segment_length=length,
             memory_length=length,
@@ -30,15 +51,14 @@ def _preset(
 
 # `model`: the backbone; `train`: defaults of the `TrainConfig` fields left
 # at `None` (memory as long as the segments in training, twice as long in
-# the "with memory" validation). "base" is the base enwik8 model of the
-# paper (Dai et al., 2019, and the authors' `run_enwik8_base.sh`): 12
-# layers, d_model 512, 8 heads of 64, d_inner 2048, segments and memory of
-# 512, batch 22, Adam 2.5e-4 with cosine decay over 400k steps, dropout 0.1.
+# the "with memory" validation). "base" trains as the authors' enwik8 base
+# model: segments and memory of 512, batch 22, Adam 2.5e-4 with cosine
+# decay over 400k steps, dropout 0.1.
 PRESETS = {
-    # layers, heads, hidden, head, inner, T, batch, steps, lr, warmup, drop
-    "tiny": _preset(2, 4, 128, 32, 512, 64, 16, 500, 2e-3, 50, 0.0),
-    "reference": _preset(4, 8, 256, 32, 1024, 128, 16, 2000, 1e-3, 200, 0.1),
-    "base": _preset(12, 8, 512, 64, 2048, 512, 22, 400_000, 2.5e-4, 0, 0.1),
+    # architecture, T, batch, steps, lr, warmup, dropout
+    "tiny": _preset("tiny", 64, 16, 500, 2e-3, 50, 0.0),
+    "reference": _preset("reference", 128, 16, 2000, 1e-3, 200, 0.1),
+    "base": _preset("base", 512, 22, 400_000, 2.5e-4, 0, 0.1),
 }
 
 
