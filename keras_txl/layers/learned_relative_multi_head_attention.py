@@ -3,14 +3,12 @@ import math
 import keras
 from keras import ops
 
+from keras_txl.layers.relative_multi_head_attention import _MASK_VALUE
+from keras_txl.layers.relative_multi_head_attention import attention_allowed
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
-
-# Added to the scores of masked keys, in float32 (see
-# `RelativeMultiHeadAttention`).
-_MASK_VALUE = -1e9
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -162,23 +160,14 @@ class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
 
     def _mask(self, query_length, key_length, valid_length, user_mask, causal):
         """Boolean mask (batch or 1, 1, T, K); True = attend."""
-        memory_length = key_length - query_length
-        i = ops.arange(query_length, dtype="int32")[:, None]  # (T, 1)
-        j = ops.arange(key_length, dtype="int32")[None, :]  # (1, K)
-        allowed = ops.ones((query_length, key_length), dtype="bool")
-        if causal:
-            allowed = ops.logical_and(allowed, j <= i + memory_length)
-        if self.same_length:
-            allowed = ops.logical_and(allowed, j > i)
-        allowed = allowed[None, None]  # (1, 1, T, K)
-        if valid_length is not None:
-            valid = ops.cast(valid_length, "int32")[:, None]  # (b, 1)
-            key_ok = j >= memory_length - valid  # (b, K)
-            allowed = ops.logical_and(allowed, key_ok[:, None, None, :])
-        if user_mask is not None:
-            user = ops.cast(user_mask, "bool")[:, None]  # (b, 1, T, K)
-            allowed = ops.logical_and(allowed, user)
-        return allowed
+        return attention_allowed(
+            query_length,
+            key_length,
+            valid_length,
+            user_mask,
+            causal,
+            self.same_length,
+        )[:, None]  # (batch or 1, 1, T, K)
 
     def _distance_one_hot(self, query_length, key_length):
         """(T, K, D + 1) one-hot of the clipped distance of each pair."""

@@ -71,6 +71,37 @@ def _shift_padded(padded, key_length):
     )  # (..., T, K)
 
 
+def attention_allowed(
+    query_length, key_length, valid_length, user_mask, causal, same_length
+):
+    """Which keys each query may attend to, with the last `query_length`
+    of the `key_length` keys being the segment and the first ones the
+    memory (whose valid slots are its last `valid_length`).
+
+    Returns a boolean tensor of shape (batch or 1, T, K); True = attend.
+    Shared by the attention layers of this package.
+    """
+    memory_length = key_length - query_length
+    i = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)  # (T, 1)
+    j = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)  # (1, K)
+    allowed = ops.ones((query_length, key_length), dtype="bool")  # (T, K)
+    if causal:
+        allowed = ops.logical_and(allowed, j <= i + memory_length)
+    if same_length:
+        # The query at key position M + i sees keys (i, M + i]: the M
+        # keys that end at itself (the authors' PyTorch mask).
+        allowed = ops.logical_and(allowed, j > i)
+    allowed = allowed[None, :, :]  # (1, T, K)
+    if valid_length is not None:
+        valid = ops.cast(valid_length, "int32")[:, None]  # (b, 1)
+        key_ok = j >= memory_length - valid  # (b, K)
+        allowed = ops.logical_and(allowed, key_ok[:, None, :])  # (b, T, K)
+    if user_mask is not None:
+        user = ops.cast(user_mask, "bool")  # (b, T, K)
+        allowed = ops.logical_and(allowed, user)
+    return allowed
+
+
 def _heads_first(x, kernel):
     """`einsum("btd,dnh->nbth")` as one 2-D matmul and a transpose."""
     batch, length, dim = ops.shape(x)
@@ -261,26 +292,14 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         use_causal_mask,
     ):
         """Boolean mask of shape (batch or 1, T, K); True = attend."""
-        memory_length = key_length - query_length
-        i = ops.expand_dims(ops.arange(query_length, dtype="int32"), 1)
-        j = ops.expand_dims(ops.arange(key_length, dtype="int32"), 0)
-        allowed = ops.ones((query_length, key_length), dtype="bool")  # (T, K)
-        if use_causal_mask:
-            allowed = ops.logical_and(allowed, j <= i + memory_length)
-        if self.same_length:
-            # The query at key position M + i sees keys (i, M + i]: the M
-            # keys that end at itself (the authors' PyTorch mask).
-            allowed = ops.logical_and(allowed, j > i)
-        allowed = allowed[None, :, :]  # (1, T, K)
-        if memory_valid_length is not None:
-            valid = ops.cast(memory_valid_length, "int32")[:, None]  # (b, 1)
-            first_valid = memory_length - valid  # (b, 1)
-            key_ok = j >= first_valid  # (b, K)
-            allowed = ops.logical_and(allowed, key_ok[:, None, :])  # (b,T,K)
-        if attention_mask is not None:
-            user = ops.cast(attention_mask, "bool")  # (b, T, K)
-            allowed = ops.logical_and(allowed, user)
-        return allowed
+        return attention_allowed(
+            query_length,
+            key_length,
+            memory_valid_length,
+            attention_mask,
+            use_causal_mask,
+            self.same_length,
+        )
 
     def call(
         self,
