@@ -130,6 +130,13 @@ def _train_parser(subparsers):
         "without accelerators the CPU is split into N devices)",
     )
     parser.add_argument(
+        "--tpu",
+        metavar="NAME",
+        help="with --strategy tpu: 'local' on a TPU VM (the TPU attached "
+        "to this host), or a TPU's name or grpc:// address (default: "
+        "$TPU_NAME or the Cloud metadata, found by TPUClusterResolver)",
+    )
+    parser.add_argument(
         "--output",
         default=DEFAULT_OUTPUT,
         help=f"folder of the run (default {DEFAULT_OUTPUT})",

@@ -303,6 +303,8 @@ def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
     _one_line_error(
         capsys, exit_info.value.code, 2, "--num-devices: must be an integer"
     )
+    status = main(argv + ["--tpu", "local"])
+    _one_line_error(capsys, status, 1, "--tpu names the TPU of --strategy tpu")
     assert not (tmp_path / "out").exists()
 
 

@@ -132,7 +132,9 @@ def make_run_strategy(config):
     distribute.configure_devices(config.strategy, config.num_devices)
     if config.strategy == "none":
         return None
-    strategy = distribute.make_strategy(config.strategy, config.num_devices)
+    strategy = distribute.make_strategy(
+        config.strategy, config.num_devices, tpu=config.tpu
+    )
     strategy.per_replica_batch_size(config.batch_size)
     return strategy
 

@@ -16,7 +16,14 @@ DEFAULT_TOKENIZER = {
     "file": "char",
 }
 # Fields a resumed run may change: where and how it reports.
-RUN_FIELDS = ("output", "resume", "overwrite", "metrics_json", "verbose")
+RUN_FIELDS = (
+    "output",
+    "resume",
+    "overwrite",
+    "metrics_json",
+    "verbose",
+    "tpu",  # where the run is, not what it is: may change on resume
+)
 
 
 class ConfigError(ValueError):
@@ -54,6 +61,9 @@ class TrainConfig:
             spreads the batch over devices (`"none"`: one device).
         num_devices: int >= 1 or `None` (every device of the host):
             devices per host of the strategy.
+        tpu: str or `None`, for strategy `"tpu"` only: `"local"` on a TPU
+            VM, or a TPU's name or `grpc://` address (`None`: found by
+            `TPUClusterResolver` from `$TPU_NAME` or the Cloud metadata).
     """
 
     dataset: str = "builtin"
@@ -78,6 +88,7 @@ class TrainConfig:
     verbose: int = 1
     strategy: str = "none"
     num_devices: int = None
+    tpu: str = None
 
     def resolved(self):
         """A copy with the preset's defaults filled in, checked."""
@@ -163,6 +174,12 @@ class TrainConfig:
             raise ConfigError(f"--strategy: {error}") from None
         if self.num_devices is not None:
             _check_int("num_devices", self.num_devices, lowest=1)
+        if self.tpu is not None and self.strategy != "tpu":
+            raise ConfigError(
+                f"--tpu names the TPU of --strategy tpu. Received: "
+                f"--tpu {self.tpu} with --strategy {self.strategy}: drop "
+                "--tpu or use --strategy tpu."
+            )
 
     def check_run_flags(self):
         """Raises `ConfigError` if `resume` and `overwrite` are both set."""

@@ -114,9 +114,13 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
 
     JAX clamps out-of-range gathers silently and TensorFlow on GPU returns
     zeros, so the range is checked here, on the host, for every input that
-    holds values. Symbolic and traced inputs only get the dtype and rank
-    checks (the data pipelines in `keras_txl.data` check the range of what
-    they feed to `fit`).
+    holds values. Symbolic and traced inputs only get the rank check: their
+    dtype and range are checked where the data enters (`fit`, `evaluate`
+    and `predict` check arrays and dataset specs before any step, and the
+    data pipelines in `keras_txl.data` what they feed). Keras itself traces
+    a model with float32 placeholders for integer inputs when it builds it
+    under `tf.distribute` (its `_symbolic_build` reads no dtype from the
+    per-replica values), so a float dtype here is not an error.
 
     Returns:
         `token_ids`, as a NumPy array if it came as a Python list or tuple.
@@ -125,7 +129,12 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
         token_ids = np.asarray(token_ids)
     shape = tuple(getattr(token_ids, "shape", np.shape(token_ids)))
     dtype = dtype_name(token_ids)
-    if "int" not in dtype:
+    # Anything but a symbolic or traced tensor holds its values now.
+    symbolic = isinstance(token_ids, keras.KerasTensor) or (
+        ops.is_tensor(token_ids) and not is_concrete(token_ids)
+    )
+    concrete = not symbolic
+    if "int" not in dtype and concrete:
         raise TypeError(
             f"`{name}` must hold integer token ids. Received dtype {dtype}. "
             f"Tokenize the text first (for example with "
@@ -140,7 +149,7 @@ def check_token_ids(token_ids, vocabulary_size, name="token_ids"):
         raise ValueError(
             f"`{name}` must hold at least one sequence. Received shape {shape}."
         )
-    if is_concrete(token_ids):
+    if concrete:
         values = np.asarray(ops.convert_to_numpy(token_ids))
         if values.size:
             low, high = int(values.min()), int(values.max())
