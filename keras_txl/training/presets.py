@@ -56,7 +56,7 @@ def _preset(architecture, length, batch, steps, lr, warmup, drop):
 # decay over 400k steps, dropout 0.1.
 PRESETS = {
     # architecture, T, batch, steps, lr, warmup, dropout
-    "tiny": _preset("tiny", 64, 16, 500, 2e-3, 50, 0.0),
+    "tiny": _preset("tiny", 64, 16, 2000, 2e-3, 200, 0.0),
     "reference": _preset("reference", 128, 16, 2000, 1e-3, 200, 0.1),
     "base": _preset("base", 512, 22, 400_000, 2.5e-4, 0, 0.1),
 }
