@@ -269,6 +269,7 @@ def _export(args):
         segment_length=args.segment_length,
         memory_length=args.memory_length,
         overwrite=args.overwrite,
+        verbose=args.verbose,
     )
     return 0
 
@@ -313,6 +314,11 @@ def make_parser():
     )
     export.add_argument("--memory-length", type=_integer(1), required=True)
     export.add_argument("--overwrite", action="store_true")
+    export.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the signatures that were written",
+    )
     export.set_defaults(run=_export)
 
     from keras_txl.ablation.cli import add_ablate_parser

@@ -224,7 +224,8 @@ def _export_in_tensorflow_process(
     overwrite,
     verbose,
 ):
-    """Runs `python -m keras_txl.export` with `KERAS_BACKEND=tensorflow`."""
+    """Runs `keras-txl export` (`python -m keras_txl export`) with
+    `KERAS_BACKEND=tensorflow`."""
     package_root = os.path.dirname(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     )
@@ -236,7 +237,8 @@ def _export_in_tensorflow_process(
     command = [
         sys.executable,
         "-m",
-        "keras_txl.export",
+        "keras_txl",
+        "export",
         os.fspath(model_dir),
         os.fspath(out_dir),
         "--batch-size",
