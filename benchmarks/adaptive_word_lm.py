@@ -1,7 +1,7 @@
 """Word-level training speed and perplexity: adaptive softmax vs full softmax.
 
 A real word-level corpus with more than 30k word types: tinyshakespeare
-(`../shared/data/tinyshakespeare.txt`) followed by the built-in corpus
+(`data/tinyshakespeare.txt`) followed by the built-in corpus
 (the English documentation text of CPython's `pydoc_data`), split on
 whitespace as WikiText-103 is, every word type kept (the vocabulary comes
 from the whole text, as the authors build enwik8's and text8's), the last
@@ -38,7 +38,7 @@ from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
 SHAKESPEARE = (
-    Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"
+    Path(__file__).resolve().parents[1] / "data/tinyshakespeare.txt"
 )
 
 

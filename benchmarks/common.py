@@ -36,8 +36,6 @@ PRESETS = {
 
 DATA_PATH = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "..",
-    "shared",
     "data",
     "tinyshakespeare.txt",
 )

@@ -1,6 +1,6 @@
 """Validation bits per character of a plain memory against a compressive one.
 
-Char-level tinyshakespeare (`../shared/data/tinyshakespeare.txt`, the last
+Char-level tinyshakespeare (`data/tinyshakespeare.txt`, the last
 5% held out for validation), a small Transformer-XL, the same initial
 weights and the same number of training steps for every configuration:
 
@@ -31,7 +31,7 @@ from keras_txl import data
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"
+CORPUS = Path(__file__).resolve().parents[1] / "data/tinyshakespeare.txt"
 
 
 def run(config, args, vocabulary_size, train_ids, valid_ids):

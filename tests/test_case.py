@@ -9,9 +9,9 @@ import keras
 import numpy as np
 from keras import ops
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-FIXTURES = SHARED / "fixtures"
-DATA = SHARED / "data"
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"  # see tests/fixtures/README.md
+DATA = REPO / "data"  # see data/README.md
 
 
 def to_numpy(x):

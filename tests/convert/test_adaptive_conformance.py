@@ -1,8 +1,7 @@
 """The authors' adaptive Transformer-XL, loaded from their weights,
-computes their numbers (fixture: ../shared/fixtures, see its README)."""
+computes their numbers (fixture: tests/fixtures, see its README)."""
 
 import json
-import pathlib
 
 import numpy as np
 import pytest
@@ -11,13 +10,9 @@ from keras import ops
 from keras_txl.convert import from_official_pytorch
 from keras_txl.layers import AdaptiveEmbedding
 from keras_txl.layers import AdaptiveSoftmax
+from tests.test_case import FIXTURES
 
-FIXTURE = (
-    pathlib.Path(__file__).resolve().parents[3]
-    / "shared"
-    / "fixtures"
-    / "official_adaptive_prelnorm.npz"
-)
+FIXTURE = FIXTURES / "official_adaptive_prelnorm.npz"
 
 
 @pytest.mark.torch_ok

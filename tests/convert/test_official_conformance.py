@@ -2,7 +2,7 @@
 
 The fixtures were made by running the official `mem_transformer.py` (eval
 mode, dropout 0) segment after segment with the memory carried; see
-`../shared/fixtures/README.md`.
+`tests/fixtures/README.md`.
 """
 
 import json

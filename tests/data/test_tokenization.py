@@ -9,8 +9,9 @@ from keras_txl.data import decode
 from keras_txl.data import encode
 from keras_txl.data import load_text
 from keras_txl.data import make_tokenizer
+from tests.test_case import DATA
 
-SHAKESPEARE = "../shared/data/tinyshakespeare.txt"
+SHAKESPEARE = DATA / "tinyshakespeare.txt"
 TEXT = "First Citizen:\nBefore we proceed, héar me speak.\n\nAll:\nSpeak!\n"
 
 

@@ -1,17 +1,11 @@
-import pathlib
-
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_txl.layers import AdaptiveEmbedding
+from tests.test_case import FIXTURES
 
-FIXTURE = (
-    pathlib.Path(__file__).resolve().parents[3]
-    / "shared"
-    / "fixtures"
-    / "official_adaptive_prelnorm.npz"
-)
+FIXTURE = FIXTURES / "official_adaptive_prelnorm.npz"
 
 
 def _reference(layer, ids):

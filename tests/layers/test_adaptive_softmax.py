@@ -1,5 +1,3 @@
-import pathlib
-
 import keras
 import numpy as np
 import pytest
@@ -7,13 +5,9 @@ from keras import ops
 
 from keras_txl.layers import AdaptiveEmbedding
 from keras_txl.layers import AdaptiveSoftmax
+from tests.test_case import FIXTURES
 
-FIXTURE = (
-    pathlib.Path(__file__).resolve().parents[3]
-    / "shared"
-    / "fixtures"
-    / "official_adaptive_prelnorm.npz"
-)
+FIXTURE = FIXTURES / "official_adaptive_prelnorm.npz"
 
 
 def _official_softmax(data):
