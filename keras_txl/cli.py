@@ -6,6 +6,7 @@ language models.
     keras-txl train --output DIR --resume
     keras-txl train --strategy mirrored --num-devices 2   # TensorFlow
     keras-txl evaluate DIR --corpus FILE [--memory-length M]
+    keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
     keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
 
 Errors (a missing or short corpus, a bad option, an output folder that
@@ -111,6 +112,15 @@ def _train_parser(subparsers):
         type=_number(0.0, 1.0, False),
         default=0.1,
         help="end of the text held out for validation (default 0.1)",
+    )
+    parser.add_argument(
+        "--valid-tokens",
+        type=_integer(0),
+        default=200_000,
+        metavar="N",
+        help="validation tokens evaluated after training, at each memory "
+        "length (default 200000; 0: the whole split, as `keras-txl "
+        "evaluate` does)",
     )
     parser.add_argument("--seed", type=_integer(0), default=0)
     parser.add_argument(
@@ -237,6 +247,8 @@ def _evaluate(args):
         segment_length=args.segment_length,
         batch_size=args.batch_size,
         metrics_json=args.metrics_json,
+        dataset=args.dataset,
+        split=args.split,
     )
     return 0
 
@@ -288,10 +300,28 @@ def make_parser():
     _train_parser(subparsers)
 
     evaluate = subparsers.add_parser(
-        "evaluate", help="bits per character of a saved model on a text"
+        "evaluate",
+        help="bits per character of a saved model on a whole text or "
+        "benchmark split, with a progress bar",
     )
     evaluate.add_argument("model_dir", metavar="MODEL_DIR")
-    evaluate.add_argument("--corpus", required=True, help="text file")
+    evaluate.add_argument(
+        "--corpus",
+        help="text file (all of it), or with --dataset the local copy of "
+        "the benchmark",
+    )
+    evaluate.add_argument(
+        "--dataset",
+        choices=("builtin", "enwik8", "text8", "wikitext103"),
+        help="score a split of this corpus (builtin: the --corpus file "
+        "split as in training) instead of a whole file",
+    )
+    evaluate.add_argument(
+        "--split",
+        choices=("valid", "test"),
+        default="test",
+        help="split of --dataset (default test)",
+    )
     evaluate.add_argument("--memory-length", type=_integer(0))
     evaluate.add_argument("--segment-length", type=_integer(1))
     evaluate.add_argument("--batch-size", type=_integer(1))
