@@ -1,6 +1,10 @@
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# The token cache of the tests (and of the commands they run) is theirs,
+# not the user's ~/.keras/keras_txl_cache.
+os.environ["KERAS_TXL_CACHE"] = tempfile.mkdtemp(prefix="keras_txl_cache_")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
