@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
+from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import cast_memory
@@ -90,6 +91,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             tokens that each tail cluster scores in training (exact in any
             case: a batch with more tokens in a cluster scores every
             token). `None` scores every token.
+        cluster_order: `"tensorflow"` (default) or `"pytorch"`, the
+            `AdaptiveSoftmax` argument: which head column scores each tail
+            cluster (the authors' TensorFlow code and HuggingFace, or their
+            PyTorch code; they differ with two or more tail clusters).
+            Used only by adaptive backbones. A config saved before this
+            argument existed loads as `"pytorch"`, the order it was saved
+            with.
         preprocessor: optional `keras_hub` preprocessor, kept for
             `generate()` on strings.
         **kwargs: other keyword arguments passed to `keras.Model`.
@@ -117,6 +125,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         memory_length=None,
         tie_projections=None,
         tail_capacity=None,
+        cluster_order="tensorflow",
         preprocessor=None,
         **kwargs,
     ):
@@ -137,6 +146,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             "memory_length", memory_length, allow_zero=True
         )
         self.tie_projections = tie_projections
+        self.cluster_order = check_cluster_order(cluster_order)
         self.adaptive_softmax = None
         if isinstance(backbone.token_embedding, AdaptiveEmbedding):
             if tie_projections is None:
@@ -149,6 +159,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 tie_weights=self.tie_weights,
                 tie_projections=tie_projections,
                 tail_capacity=tail_capacity,
+                cluster_order=self.cluster_order,
                 kernel_initializer=keras.initializers.RandomNormal(
                     stddev=backbone.initializer_range
                 ),
@@ -439,6 +450,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory_length=memory_length,
             tie_projections=self.tie_projections if adaptive else None,
             tail_capacity=self.tail_capacity if adaptive else None,
+            cluster_order=self.cluster_order,
             preprocessor=self.preprocessor,
             name=f"{self.name}_memory_{memory_length}",
         )
@@ -801,9 +813,17 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "memory_length": self.memory_length,
                 "tie_projections": self.tie_projections,
                 "tail_capacity": self.tail_capacity,
+                "cluster_order": self.cluster_order,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        # Saved before `cluster_order` existed: the order of that time.
+        config.setdefault("cluster_order", "pytorch")
+        return super().from_config(config)
 
 
 class _PerTokenLoss(keras.losses.Loss):
