@@ -389,7 +389,10 @@ def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
     returns the exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.command == "evaluate" and args.corpus is args.dataset is None:
+        parser.error("evaluate needs --corpus FILE (or --dataset NAME)")
     try:
         return args.run(args)
     except KeyboardInterrupt:

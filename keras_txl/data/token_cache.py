@@ -216,8 +216,8 @@ def text_chunks(source, cut="any", chunk_bytes=CHUNK_BYTES):
         text = carry + decoder.decode(b"", final=True)
     except UnicodeDecodeError as error:
         raise CorpusError(
-            f"Cannot decode {_describe(source)} as UTF-8: {error.reason} "
-            f"near byte {error.start} of a chunk. Pass a UTF-8 text."
+            f"Cannot decode {_describe(source)} as utf-8: {error.reason} "
+            f"near byte {error.start} of a chunk. Pass a text in utf-8."
         ) from error
     if text:
         yield text, True
