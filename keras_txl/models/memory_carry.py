@@ -5,7 +5,7 @@ a known batch size, a clear error when it changes, and a `MemoryReset`."""
 import keras
 import numpy as np
 
-from keras_txl.training.memory_reset import MemoryReset
+from keras_txl.models.memory_reset import MemoryReset
 
 
 def _is_tf_dataset(x):
