@@ -15,11 +15,11 @@ from keras_txl.ablation.evaluation import context_losses
 from keras_txl.ablation.presets import get_preset
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
+from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
-from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.training.evaluation import evaluate_bpc
-from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
 from keras_txl.utils.validation import check_positive_int

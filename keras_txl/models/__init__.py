@@ -1,6 +1,14 @@
-"""Transformer-XL models."""
+"""Transformer-XL models: the backbone, the causal LM and the memory it
+carries between the batches of `fit`, `evaluate` and `predict`."""
 
+from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 
-__all__ = ["TransformerXLBackbone", "TransformerXLCausalLM"]
+__all__ = [
+    "MemoryReset",
+    "MemoryState",
+    "TransformerXLBackbone",
+    "TransformerXLCausalLM",
+]

@@ -5,12 +5,12 @@ from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
-from keras_txl.models.memory_state import MemoryState
-from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
-from keras_txl.models.transformer_xl_backbone import cast_memory
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.memory_carry import prepare_memory_carry
+from keras_txl.models.memory_state import MemoryState
+from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_backbone import cast_memory
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_data

@@ -14,9 +14,9 @@ import time
 import keras
 
 from keras_txl.distribute import memory_budget
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training import artifacts
 from keras_txl.training.evaluation import evaluate_bpc
-from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.plots import plot_bpc_vs_memory
 from keras_txl.training.plots import plot_training_curve
 from keras_txl.training.presets import PRESETS
