@@ -10,7 +10,6 @@ from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.memory_carry import prepare_memory_carry
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
-from keras_txl.models.transformer_xl_backbone import cast_memory
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_data
@@ -395,12 +394,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory = self.backbone.initial_memory(batch_size)
         self.backbone.check_memory(memory, batch_size)
         outputs = self(
-            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
+            {
+                "token_ids": ops.cast(token_ids, "int32"),
+                **self.backbone.memory_spec.cast(memory),
+            },
             training=training,
         )
-        return outputs["logits"], {
-            key: outputs[key] for key in self.backbone.memory_keys
-        }
+        return outputs["logits"], self.backbone.memory_spec.select(outputs)
 
     def reset_memory(self):
         """Forgets the memory carried between batches."""
@@ -670,8 +670,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         outputs = self.backbone(
             {"token_ids": token_ids, **memory}, training=False
         )
-        new_memory = {key: outputs[key] for key in self.backbone.memory_keys}
-        return outputs["sequence_output"], new_memory
+        return outputs["sequence_output"], self.backbone.memory_spec.select(
+            outputs
+        )
 
     def generate_step(self, inputs, stop_token_ids=None):
         """Generates one batch (compilable; called by `generate()`).
@@ -697,31 +698,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             segment_length = 64
         if isinstance(max_length, int):
             segment_length = min(segment_length, max_length)
-        memory = {
-            "memory": ops.zeros(
-                (
-                    batch_size,
-                    self.backbone.num_layers,
-                    memory_length,
-                    self.backbone.hidden_dim,
-                ),
-                dtype="float32",
-            ),  # (batch, layers, M, hidden)
-            "valid_length": ops.zeros((batch_size,), dtype="int32"),
-        }
-        if self.backbone.compressed_memory_length:  # compression_rate=1
-            memory["compressed_memory"] = ops.zeros(
-                (
-                    batch_size,
-                    self.backbone.num_layers,
-                    self.backbone.compressed_memory_length,
-                    self.backbone.hidden_dim,
-                ),
-                dtype="float32",
-            )  # (batch, layers, Mc, hidden)
-            memory["compressed_valid_length"] = ops.zeros(
-                (batch_size,), dtype="int32"
-            )
+        # An empty memory of `memory_length` slots (and, compressive with
+        # compression_rate=1, the compressed memory of the backbone's).
+        memory = self.backbone.memory_spec.zeros(batch_size, memory_length)
         hidden_states = ops.zeros(
             (batch_size, max_length, self.backbone.hidden_dim),
             dtype=self.backbone.compute_dtype,
