@@ -11,9 +11,9 @@ import resource
 import sys
 import time
 
-from keras_txl.training.presets import ARCHITECTURES
+from keras_txl.app.presets import ARCHITECTURES
 
-# Model presets: a size of `keras_txl.training.presets.ARCHITECTURES` with
+# Model presets: a size of `keras_txl.app.presets.ARCHITECTURES` with
 # the segment, memory, batch and vocabulary of the measurement.
 # `reference` is the configuration of the speed goals: 4 layers, hidden 256,
 # 8 heads x 32, intermediate 1024, T = M = 128, batch 16, a byte

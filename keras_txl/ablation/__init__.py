@@ -8,7 +8,7 @@ computes RECL from per-token losses (`context_losses`);
 `UnrolledSegmentsLM` trains several segments per batch in one graph (with
 `TransformerXLBackbone(stop_memory_gradient=False)`, backpropagation
 through the memory). The command line is `keras-txl ablate` and
-`keras-txl recl` (see `keras_txl.ablation.cli`).
+`keras-txl recl` (see `keras_txl.app.ablation_cli`).
 """
 
 from keras_txl.ablation.cost import measure_step_cost
@@ -16,13 +16,13 @@ from keras_txl.ablation.evaluation import bits_per_token
 from keras_txl.ablation.evaluation import context_losses
 from keras_txl.ablation.evaluation import evaluation_copy
 from keras_txl.ablation.evaluation import token_losses
-from keras_txl.ablation.presets import PRESETS
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.recl import relative_gain
 from keras_txl.ablation.recl import relative_gains
-from keras_txl.ablation.run import VARIANTS
-from keras_txl.ablation.run import run_ablation
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
+from keras_txl.app.ablation_presets import PRESETS
+from keras_txl.app.ablation_run import VARIANTS
+from keras_txl.app.ablation_run import run_ablation
 
 __all__ = [
     "PRESETS",

@@ -4,8 +4,8 @@ import keras
 import pytest
 
 from keras_txl.ablation import measure_step_cost
-from keras_txl.ablation.cli import ablate_main
-from keras_txl.ablation.cli import recl_main
+from keras_txl.app.ablation_cli import ablate_main
+from keras_txl.app.ablation_cli import recl_main
 from tests.test_case import DATA
 
 TINY = dict(

@@ -1,6 +1,6 @@
 """The `keras-txl ablate` and `keras-txl recl` commands.
 
-`keras_txl.cli` adds them to its subcommands with `add_ablate_parser` and
+`keras_txl.app.cli` adds them to its subcommands with `add_ablate_parser` and
 `add_recl_parser`; each sets `run` (a function of the parsed arguments
 that returns the exit status), as the other subcommands do.
 `ablate_main(argv)` and `recl_main(argv)` run one of them alone.
@@ -15,8 +15,8 @@ import argparse
 import json
 import os
 
-from keras_txl.ablation.presets import PRESETS
-from keras_txl.ablation.run import VARIANTS
+from keras_txl.app.ablation_presets import PRESETS
+from keras_txl.app.ablation_run import VARIANTS
 
 # The default budget: `keras-txl ablate` with no options (see
 # docs/ablations.md for its measured time).
@@ -163,9 +163,9 @@ def add_ablate_parser(subparsers):
 
 def run_ablate_command(args):
     """Runs `keras-txl ablate` with parsed arguments; returns 0."""
-    from keras_txl.ablation.report import markdown_report
-    from keras_txl.ablation.report import save_plots
-    from keras_txl.ablation.run import run_ablation
+    from keras_txl.app.ablation_report import markdown_report
+    from keras_txl.app.ablation_report import save_plots
+    from keras_txl.app.ablation_run import run_ablation
 
     options = {
         key: getattr(args, key) if getattr(args, key) is not None else value

@@ -3,10 +3,10 @@
 Sizes for a CPU: `"tiny"` for tests (seconds), `"small"` for the ablation
 table (minutes on 2 cores), `"base"` for a machine with an accelerator.
 Memory length, position encoding and stop-gradient are what the ablation
-varies; the sizes come from `keras_txl.training.presets.ARCHITECTURES`.
+varies; the sizes come from `keras_txl.app.presets.ARCHITECTURES`.
 """
 
-from keras_txl.training.presets import ARCHITECTURES
+from keras_txl.app.presets import ARCHITECTURES
 
 # Names of the ablation command for sizes of the project's one table.
 PRESETS = {

@@ -12,9 +12,9 @@ from keras_txl import data
 from keras_txl.ablation.cost import measure_step_cost
 from keras_txl.ablation.evaluation import bits_per_token
 from keras_txl.ablation.evaluation import context_losses
-from keras_txl.ablation.presets import get_preset
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
+from keras_txl.app.ablation_presets import get_preset
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
