@@ -15,8 +15,9 @@ import argparse
 import json
 import os
 
-from keras_txl.app.ablation_presets import PRESETS
 from keras_txl.app.ablation_run import VARIANTS
+from keras_txl.app.presets import ARCHITECTURES
+from keras_txl.app.presets import describe
 
 # The default budget: `keras-txl ablate` with no options (see
 # docs/ablations.md for its measured time).
@@ -84,7 +85,12 @@ def _configure_ablate(parser):
     parser.add_argument("--steps", type=_positive_int)
     parser.add_argument("--segment-length", type=_positive_int)
     parser.add_argument("--batch-size", type=_positive_int)
-    parser.add_argument("--preset", choices=sorted(PRESETS))
+    parser.add_argument(
+        "--preset",
+        choices=tuple(ARCHITECTURES),
+        help="model size (default small): "
+        + "; ".join(f"{name}: {describe(name)}" for name in ARCHITECTURES),
+    )
     parser.add_argument("--seed", type=int)
     parser.add_argument(
         "--num-seeds", type=_positive_int, help="runs with seeds S, S+1, ..."

@@ -62,6 +62,7 @@ def _number(low, high, high_included):
 
 def _train_parser(subparsers):
     from keras_txl.app.presets import PRESETS
+    from keras_txl.app.presets import describe
     from keras_txl.app.train_config import DATASETS
     from keras_txl.app.train_config import TOKENIZERS
     from keras_txl.distribute import STRATEGY_NAMES
@@ -82,7 +83,13 @@ def _train_parser(subparsers):
         "--dataset benchmark",
     )
     parser.add_argument("--dataset", choices=DATASETS, default="builtin")
-    parser.add_argument("--preset", choices=tuple(PRESETS), default="tiny")
+    parser.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default="tiny",
+        help="model size and training defaults (default tiny): "
+        + "; ".join(f"{name}: {describe(name)}" for name in PRESETS),
+    )
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,

@@ -36,7 +36,7 @@ def test_ablate_writes_the_table_pictures_and_metrics(tmp_path, capsys):
             "--batch-size",
             "2",
             "--preset",
-            "tiny",
+            "micro",
             "--num-seeds",
             "1",
             "--eval-tokens",
