@@ -160,7 +160,9 @@ class MemoryState(keras.layers.Layer):
             )
         return distribution.get_data_layout(shape)
 
-    def _check_batch(self, batch_size):
+    def check_batch_size(self, batch_size):
+        """Raises a `ValueError` unless the state exists and `batch_size`
+        (if not `None`) is its batch size."""
         if not self.has_state:
             raise ValueError(
                 "The memory carried between batches has no batch size yet. "
@@ -193,7 +195,7 @@ class MemoryState(keras.layers.Layer):
         """The held memory as `{"memory", "valid_length"}` tensors (and
         `"compressed_memory"`, `"compressed_valid_length"` when
         `compressed_memory_length > 0`)."""
-        self._check_batch(batch_size)
+        self.check_batch_size(batch_size)
         # Copies, so that torch's autograd does not see the in-place
         # `assign` of `write` on a tensor it saved.
         return {

@@ -7,12 +7,11 @@ from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
-from keras_txl.models.memory_carry import prepare_memory_carry
+from keras_txl.models.memory_carry import carry_memory
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_token_data
 from keras_txl.utils.validation import check_token_ids
 from keras_txl.utils.validation import in_vocabulary
 from keras_txl.utils.validation import is_concrete
@@ -166,7 +165,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         self.tail_capacity = tail_capacity
         self.memory_state = MemoryState(
             num_layers=backbone.num_layers,
-            memory_length=self._state_memory_length,
+            memory_length=self.carried_memory_length,
             hidden_dim=backbone.hidden_dim,
             compressed_memory_length=backbone.compressed_memory_length,
             name="memory_state",
@@ -178,7 +177,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             )
 
     @property
-    def _state_memory_length(self):
+    def carried_memory_length(self):
+        """Length of the memory carried between batches: `memory_length`,
+        or the backbone's when it is `None`."""
         if self.memory_length is None:
             return self.backbone.memory_length
         return self.memory_length
@@ -508,34 +509,6 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def _prepare_memory_carry(self, args, kwargs):
-        # Arguments are passed on as they came: the positional order of
-        # `keras_hub` tasks differs from `keras.Model`'s after `batch_size`.
-
-        callbacks = kwargs.get("callbacks")
-        if isinstance(callbacks, keras.callbacks.CallbackList):
-            return args, kwargs  # The evaluation inside `fit`: ready.
-        args = list(args)
-        x = args[0] if args else kwargs.get("x")
-        y = args[1] if len(args) > 1 else kwargs.get("y")
-        check_token_data(x, y, self.backbone.vocabulary_size)
-        batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
-        x, kwargs["callbacks"] = prepare_memory_carry(
-            self, x, batch_size, callbacks
-        )
-        if args:
-            args[0] = x
-        else:
-            kwargs["x"] = x
-        validation_data = kwargs.get("validation_data")
-        if validation_data is not None and not isinstance(
-            validation_data, (tuple, list)
-        ):
-            kwargs["validation_data"], _ = prepare_memory_carry(
-                self, validation_data
-            )
-        return args, kwargs
-
     def fit(self, *args, **kwargs):
         """`fit` of `keras_hub` tasks, carrying the memory from batch to
         batch.
@@ -546,20 +519,21 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         the same batch size (it uses the same memory, reset before and put
         back after); evaluate other batch sizes with `with_memory_length`.
         """
-        args, kwargs = self._prepare_memory_carry(args, kwargs)
-        return super().fit(*args, **kwargs)
+        return super().fit(**carry_memory(self, super().fit, args, kwargs))
 
     def evaluate(self, *args, **kwargs):
         """`evaluate`, carrying the memory from batch to batch from an
         empty one (see `fit`)."""
-        args, kwargs = self._prepare_memory_carry(args, kwargs)
-        return super().evaluate(*args, **kwargs)
+        return super().evaluate(
+            **carry_memory(self, super().evaluate, args, kwargs)
+        )
 
     def predict(self, *args, **kwargs):
         """`predict`, carrying the memory from batch to batch from an empty
         one (see `fit`). Returns float32 logits."""
-        args, kwargs = self._prepare_memory_carry(args, kwargs)
-        return super().predict(*args, **kwargs)
+        return super().predict(
+            **carry_memory(self, super().predict, args, kwargs)
+        )
 
     def generate(
         self,
