@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from keras_txl import data
+from keras_txl.app import artifacts
 from keras_txl.app.cli import main
-from keras_txl.training import artifacts
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
