@@ -5,10 +5,16 @@ from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
+    TransformerXLCausalLMPreprocessor,
+)
+from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 
 __all__ = [
     "MemoryReset",
     "MemoryState",
     "TransformerXLBackbone",
     "TransformerXLCausalLM",
+    "TransformerXLCausalLMPreprocessor",
+    "TransformerXLTokenizer",
 ]

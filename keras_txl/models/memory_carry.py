@@ -2,8 +2,9 @@
 
 Read top to bottom; this is the whole path:
 
-1. `TransformerXLCausalLM.fit(...)` (and `evaluate`, `predict`) calls
-   `carry_memory` (below) with its arguments, by name.
+1. `TransformerXLCausalLM.fit(...)` (and `evaluate`, `predict`) names
+   its arguments (`bind_arguments`, below) and calls `carry_memory` with
+   them (token ids only: strings for a preprocessor carry nothing).
 2. `carry_memory` checks the token ids and calls `prepare_memory_carry`,
    which finds the batch size of the data (`_infer_batch_size`: a static
    `tf.data` shape, the first batch, or the rows of arrays), divides it
@@ -34,26 +35,30 @@ from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.utils.validation import check_token_data
 
 
-def carry_memory(model, method, args, kwargs):
+def bind_arguments(method, args, kwargs):
+    """The arguments of a call of `method` (e.g. Keras's `fit`), all by
+    name: its signature names the positional ones (the order of
+    `keras_hub` tasks differs from `keras.Model`'s after `batch_size`)."""
+    arguments = dict(inspect.signature(method).bind(*args, **kwargs).arguments)
+    arguments.update(arguments.pop("kwargs", {}))
+    return arguments
+
+
+def carry_memory(model, arguments):
     """The arguments of `fit`, `evaluate` or `predict`, readied for the
     memory carried between batches.
 
     Args:
         model: a `TransformerXLCausalLM`.
-        method: the Keras method that the model's override calls (e.g.
-            `super().fit`): its signature names the arguments.
-        args: the positional arguments the override got.
-        kwargs: the keyword arguments the override got.
+        arguments: the call's arguments by name (`bind_arguments`).
 
     Returns:
-        A dict of keyword arguments for `method`: `x` (a `tf.data` input
-        guarded on TensorFlow), `callbacks` (with a `MemoryReset`) and
-        `validation_data` readied by `prepare_memory_carry`, the others as
-        they came.
+        The keyword arguments to call Keras's method with: `x` (a
+        `tf.data` input guarded on TensorFlow), `callbacks` (with a
+        `MemoryReset`) and `validation_data` readied by
+        `prepare_memory_carry`, the others as they came.
     """
-    arguments = inspect.signature(method).bind(*args, **kwargs).arguments
     arguments = dict(arguments)
-    arguments.update(arguments.pop("kwargs", {}))
     callbacks = arguments.get("callbacks")
     if isinstance(callbacks, keras.callbacks.CallbackList):
         return arguments  # The evaluation inside `fit`: ready.

@@ -144,18 +144,30 @@ class MemorySpec:
         return shapes
 
     def zeros(
-        self, batch_size, memory_length=None, compressed_memory_length=None
+        self,
+        batch_size,
+        memory_length=None,
+        compressed_memory_length=None,
+        valid_length=0,
     ):
-        """An empty memory: zero states, none of the slots valid (what a
-        segment without context attends to). `batch_size` and the lengths
-        may be traced scalars (`generate` under `jit`)."""
+        """A memory of zero states: empty (`valid_length=0`, what a segment
+        without context attends to), or with its last `valid_length` zero
+        slots counted as states (`backbone.initial_memory(start="zeros")`:
+        the authors' TensorFlow code). The compressed memory starts empty.
+        `batch_size` and the lengths may be traced scalars (`generate`
+        under `jit`)."""
         shapes = self.shapes(
             batch_size, memory_length, compressed_memory_length
         )
-        return {
+        memory = {
             key: ops.zeros(shape, dtype=self.dtype_of(key))
             for key, shape in shapes.items()
         }
+        if not isinstance(valid_length, int) or valid_length:
+            memory["valid_length"] = ops.full(
+                shapes["valid_length"], valid_length, dtype="int32"
+            )
+        return memory
 
     def cast(self, memory):
         """`memory` with states of `dtype` and int32 lengths."""
