@@ -14,6 +14,7 @@ from keras_txl.models.memory_carry import bind_arguments
 from keras_txl.models.memory_carry import carry_memory
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_backbone import check_memory_start
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
@@ -682,6 +683,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         strip_prompt=False,
         memory_length=None,
         segment_length=None,
+        memory_start="empty",
     ):
         """Generates tokens after prompts, reusing the memory.
 
@@ -726,6 +728,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 generation; `None` uses `max_length`, the whole context.
             segment_length: int >= 1 or `None`. Length of the segments in
                 which the prompt is run; `None` uses 64.
+            memory_start: `"empty"` (default) or `"zeros"`: the memory
+                before the prompt, as `backbone.initial_memory(start=...)`.
+                `"zeros"` attends to `memory_length` zero vectors, as the
+                authors' TensorFlow code and HuggingFace do.
 
         Returns:
             Like `keras_hub.models.CausalLM.generate()`: strings with a
@@ -753,6 +759,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         options = (
             check_optional_positive_int("memory_length", memory_length),
             check_optional_positive_int("segment_length", segment_length),
+            check_memory_start(memory_start),
         )
         backbone = self.backbone
         if backbone.compressed_memory_length and backbone.compression_rate > 1:
@@ -769,7 +776,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             tokenizer = self.preprocessor.tokenizer
             if getattr(tokenizer, "end_token_id", None) is None:
                 stop_token_ids = None  # e.g. the character tokenizer
-        if options != getattr(self, "_generate_options", (None, None)):
+        if options != getattr(self, "_generate_options", (None, None, "empty")):
             # The lengths are read when the generate function is traced.
             self._generate_options = options
             self.generate_function = None
@@ -806,8 +813,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
         padding_mask = ops.cast(inputs["padding_mask"], "bool")
         batch_size, max_length = ops.shape(token_ids)
-        memory_length, segment_length = getattr(
-            self, "_generate_options", (None, None)
+        memory_length, segment_length, memory_start = getattr(
+            self, "_generate_options", (None, None, "empty")
         )
         if memory_length is None:
             memory_length = max_length
@@ -815,9 +822,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             segment_length = 64
         if isinstance(max_length, int):
             segment_length = min(segment_length, max_length)
-        # An empty memory of `memory_length` slots (and, compressive with
-        # compression_rate=1, the compressed memory of the backbone's).
-        memory = self.backbone.memory_spec.zeros(batch_size, memory_length)
+        # A memory of `memory_length` zero slots, empty (or, with
+        # memory_start="zeros", attended to), and the compressed memory of
+        # the backbone's (compressive with compression_rate=1).
+        memory = self.backbone.memory_spec.zeros(
+            batch_size,
+            memory_length,
+            valid_length=memory_length if memory_start == "zeros" else 0,
+        )
         hidden_states = ops.zeros(
             (batch_size, max_length, self.backbone.hidden_dim),
             dtype=self.backbone.compute_dtype,
