@@ -2,7 +2,7 @@
 
 Each function takes plain arguments, prints its progress through `log`
 and returns its results as a dict, so that the command line
-(`keras_txl.cli`) only parses options and reports errors.
+(`keras_txl.app.cli`) only parses options and reports errors.
 """
 
 import contextlib
@@ -13,21 +13,21 @@ import time
 
 import keras
 
+from keras_txl.app import artifacts
+from keras_txl.app.plots import plot_bpc_vs_memory
+from keras_txl.app.plots import plot_training_curve
+from keras_txl.app.presets import PRESETS
+from keras_txl.app.presets import build_language_model
+from keras_txl.app.sampling import generate_text
+from keras_txl.app.sampling import make_sampler
+from keras_txl.app.train_config import ConfigError
+from keras_txl.app.train_config import TrainConfig
 from keras_txl.distribute import memory_budget
-from keras_txl.training import artifacts
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
-from keras_txl.training.memory_reset import MemoryReset
-from keras_txl.training.plots import plot_bpc_vs_memory
-from keras_txl.training.plots import plot_training_curve
-from keras_txl.training.presets import PRESETS
-from keras_txl.training.presets import build_language_model
-from keras_txl.training.sampling import generate_text
-from keras_txl.training.sampling import make_sampler
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
-from keras_txl.training.train_config import ConfigError
-from keras_txl.training.train_config import TrainConfig
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 
 METRICS_FILE = "metrics.json"
@@ -547,7 +547,7 @@ def generate(
         max_length: int. Tokens of prompt and continuation together (the
             `max_length` of `keras_hub.models.CausalLM.generate`).
         sampler, top_k, top_p, seed: the keras-hub sampler and its
-            parameters (see `keras_txl.training.sampling.make_sampler`).
+            parameters (see `keras_txl.app.sampling.make_sampler`).
         memory_length: int >= 1 or `None`: tokens each new token attends
             to; `None` takes the run's `eval_memory_length` (the whole
             context if it is 0).

@@ -2,7 +2,7 @@ import dataclasses
 import math
 import os
 
-from keras_txl.training.presets import PRESETS
+from keras_txl.app.presets import PRESETS
 
 DATASETS = ("builtin", "enwik8", "text8", "wikitext103")
 TOKENIZERS = ("byte", "char", "word")
@@ -36,7 +36,7 @@ class TrainConfig:
     """Everything a `keras-txl train` run depends on.
 
     Fields left at `None` take the defaults of the preset (see
-    `keras_txl.training.presets.PRESETS`) in `resolved()`.
+    `keras_txl.app.presets.PRESETS`) in `resolved()`.
 
     Fields:
         dataset: `"builtin"` (the default corpus), `"enwik8"`, `"text8"`

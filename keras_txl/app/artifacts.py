@@ -45,7 +45,7 @@ def save_model(lm, directory):
         os.fspath(directory), f".model-{os.getpid()}.tmp.keras"
     )
     # Same weights, a fresh (unbuilt) optimizer.
-    lm.with_memory_length(lm._state_memory_length).save(temporary)
+    lm.with_memory_length(lm.carried_memory_length).save(temporary)
     os.replace(temporary, path)
     return path
 

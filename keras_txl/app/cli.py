@@ -64,10 +64,11 @@ def _number(low, high, high_included):
 
 
 def _train_parser(subparsers):
+    from keras_txl.app.presets import PRESETS
+    from keras_txl.app.presets import describe
+    from keras_txl.app.train_config import DATASETS
+    from keras_txl.app.train_config import TOKENIZERS
     from keras_txl.distribute import STRATEGY_NAMES
-    from keras_txl.training.presets import PRESETS
-    from keras_txl.training.train_config import DATASETS
-    from keras_txl.training.train_config import TOKENIZERS
 
     parser = subparsers.add_parser(
         "train",
@@ -85,7 +86,13 @@ def _train_parser(subparsers):
         "--dataset benchmark",
     )
     parser.add_argument("--dataset", choices=DATASETS, default="builtin")
-    parser.add_argument("--preset", choices=tuple(PRESETS), default="tiny")
+    parser.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default="tiny",
+        help="model size and training defaults (default tiny): "
+        + "; ".join(f"{name}: {describe(name)}" for name in PRESETS),
+    )
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
@@ -175,8 +182,8 @@ def _train_parser(subparsers):
 
 
 def _train(args):
-    from keras_txl.training.run import train
-    from keras_txl.training.train_config import TrainConfig
+    from keras_txl.app.run import train
+    from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
     config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
@@ -185,7 +192,7 @@ def _train(args):
 
 
 def _generate_parser(subparsers):
-    from keras_txl.training.sampling import SAMPLERS
+    from keras_txl.app.sampling import SAMPLERS
 
     parser = subparsers.add_parser(
         "generate",
@@ -240,7 +247,7 @@ def _generate_parser(subparsers):
 
 
 def _evaluate(args):
-    from keras_txl.training.run import evaluate
+    from keras_txl.app.run import evaluate
 
     evaluate(
         args.model_dir,
@@ -261,7 +268,7 @@ def _evaluate(args):
 
 
 def _generate(args):
-    from keras_txl.training.run import generate
+    from keras_txl.app.run import generate
 
     if not args.prompt:
         raise ValueError("--prompt must not be empty.")
@@ -377,8 +384,8 @@ def make_parser():
     )
     export.set_defaults(run=_export)
 
-    from keras_txl.ablation.cli import add_ablate_parser
-    from keras_txl.ablation.cli import add_recl_parser
+    from keras_txl.app.ablation_cli import add_ablate_parser
+    from keras_txl.app.ablation_cli import add_recl_parser
 
     add_ablate_parser(subparsers)
     add_recl_parser(subparsers)
