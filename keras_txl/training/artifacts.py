@@ -36,16 +36,17 @@ def save_model(lm, directory):
     """Saves `lm` for inference as `directory/model.keras` (written under a
     temporary name, then renamed).
 
-    The file holds the weights, not the optimizer's state (the training
-    checkpoint keeps that for `--resume`): it is a third of the size, and
-    loads into the freshly compiled model of `load_model` cleanly.
+    The file holds the weights and the trained optimizer (its variables
+    and schedule): `keras.saving.load_model(path)` restores both, with no
+    warning, on every backend. The memory carried between batches is
+    never saved (see `MemoryState`): the loaded model takes any batch
+    size.
     """
     path = os.path.join(os.fspath(directory), MODEL_FILE)
     temporary = os.path.join(
         os.fspath(directory), f".model-{os.getpid()}.tmp.keras"
     )
-    # Same weights, a fresh (unbuilt) optimizer.
-    lm.with_memory_length(lm._state_memory_length).save(temporary)
+    lm.save(temporary)
     os.replace(temporary, path)
     return path
 
