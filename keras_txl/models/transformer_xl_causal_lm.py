@@ -11,6 +11,7 @@ from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import cast_memory
+from keras_txl.models.transformer_xl_backbone import check_memory_start
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
@@ -727,6 +728,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         strip_prompt=False,
         memory_length=None,
         segment_length=None,
+        memory_start="empty",
     ):
         """Generates tokens after prompts, reusing the memory.
 
@@ -771,6 +773,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 generation; `None` uses `max_length`, the whole context.
             segment_length: int >= 1 or `None`. Length of the segments in
                 which the prompt is run; `None` uses 64.
+            memory_start: `"empty"` (default) or `"zeros"`: the memory
+                before the prompt, as `backbone.initial_memory(start=...)`.
+                `"zeros"` attends to `memory_length` zero vectors, as the
+                authors' TensorFlow code and HuggingFace do.
 
         Returns:
             Like `keras_hub.models.CausalLM.generate()`: strings with a
@@ -798,6 +804,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         options = (
             check_optional_positive_int("memory_length", memory_length),
             check_optional_positive_int("segment_length", segment_length),
+            check_memory_start(memory_start),
         )
         backbone = self.backbone
         if backbone.compressed_memory_length and backbone.compression_rate > 1:
@@ -814,7 +821,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             tokenizer = self.preprocessor.tokenizer
             if getattr(tokenizer, "end_token_id", None) is None:
                 stop_token_ids = None  # e.g. the character tokenizer
-        if options != getattr(self, "_generate_options", (None, None)):
+        if options != getattr(self, "_generate_options", (None, None, "empty")):
             # The lengths are read when the generate function is traced.
             self._generate_options = options
             self.generate_function = None
@@ -850,8 +857,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
         padding_mask = ops.cast(inputs["padding_mask"], "bool")
         batch_size, max_length = ops.shape(token_ids)
-        memory_length, segment_length = getattr(
-            self, "_generate_options", (None, None)
+        memory_length, segment_length, memory_start = getattr(
+            self, "_generate_options", (None, None, "empty")
         )
         if memory_length is None:
             memory_length = max_length
@@ -871,6 +878,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             ),  # (batch, layers, M, hidden)
             "valid_length": ops.zeros((batch_size,), dtype="int32"),
         }
+        if memory_start == "zeros":  # M zero vectors that are attended to
+            memory["valid_length"] = memory["valid_length"] + memory_length
         if self.backbone.compressed_memory_length:  # compression_rate=1
             memory["compressed_memory"] = ops.zeros(
                 (
