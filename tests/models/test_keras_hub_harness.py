@@ -35,6 +35,7 @@ def _inputs(batch=2, length=5, memory_length=3):
     }
 
 
+@keras.saving.register_keras_serializable(package="keras_txl_tests")
 class _TaskUnderTest(TransformerXLCausalLM):
     """`run_task_test` reads `_inputs_struct`, which only functional
     models have; the LM is subclassed, and these are the inputs its
