@@ -19,10 +19,10 @@ import time
 
 import keras
 
-from keras_txl.training import artifacts
+from keras_txl.app import artifacts
+from keras_txl.app.run import fit_language_model
+from keras_txl.app.train_config import TrainConfig
 from keras_txl.training.evaluation import evaluate_segments
-from keras_txl.training.run import fit_language_model
-from keras_txl.training.train_config import TrainConfig
 
 MODES = ("int8", "int4", "float8")
 

@@ -8,13 +8,13 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl import cli
+from keras_txl.app import artifacts
+from keras_txl.app import cli
+from keras_txl.app.run import fit_language_model
 from keras_txl.training import TrainingDiverged
-from keras_txl.training import artifacts
 from keras_txl.training.evaluation import perplexity
-from keras_txl.training.run import fit_language_model
 from keras_txl.training.training_checkpoint import WEIGHTS_FILE
-from tests.training.test_run import _config
+from tests.app.test_run import _config
 
 
 class _PoisonAtEpoch(keras.callbacks.Callback):
@@ -67,7 +67,7 @@ def test_nan_before_any_checkpoint_says_to_start_again(tmp_path):
 
 
 def test_cli_reports_divergence_in_one_line(tmp_path, capsys, monkeypatch):
-    from keras_txl.training import run
+    from keras_txl.app import run
 
     original = run.fit_language_model
 

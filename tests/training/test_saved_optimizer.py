@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_txl.app import artifacts
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
-from keras_txl.training import artifacts
 from keras_txl.training.schedules import transformer_xl_optimizer
 from tests.test_case import to_numpy
 
