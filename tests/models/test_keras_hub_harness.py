@@ -36,7 +36,7 @@ def _inputs(batch=2, length=5, memory_length=3):
 
 
 @keras.saving.register_keras_serializable(package="keras_txl_tests")
-class _TaskUnderTest(TransformerXLCausalLM):
+class TaskUnderTest(TransformerXLCausalLM):
     """`run_task_test` reads `_inputs_struct`, which only functional
     models have; the LM is subclassed, and these are the inputs its
     preprocessor gives it."""
@@ -98,7 +98,7 @@ class KerasHubHarnessTest(TestCase):
         )
         backbone = TransformerXLBackbone(**dict(_BACKBONE, vocabulary_size=10))
         self.run_task_test(
-            cls=_TaskUnderTest,
+            cls=TaskUnderTest,
             init_kwargs={"backbone": backbone, "preprocessor": preprocessor},
             train_data=(["a b c", "d e f g", "h a", "b b b b b b b"],),
             expected_output_shape=(4, 6, 10),
