@@ -52,8 +52,8 @@ def save_model(lm, directory):
 
 
 def load_model(directory):
-    """The `TransformerXLCausalLM` of `directory/model.keras`, compiled with
-    the default loss, metrics and optimizer."""
+    """The `TransformerXLCausalLM` of `directory/model.keras`, compiled as
+    it was trained, with the trained optimizer's state."""
     import keras_txl.models  # noqa: F401 (registers the classes)
 
     path = os.path.join(os.fspath(directory), MODEL_FILE)
@@ -62,8 +62,10 @@ def load_model(directory):
             f"No model in '{os.fspath(directory)}': {MODEL_FILE} is missing. "
             "Pass the --output folder of a finished `keras-txl train` run."
         )
-    # Compiled with the defaults by its constructor.
-    return keras.saving.load_model(path, compile=False)
+    # `compile=True` restores the trained optimizer; with `compile=False`
+    # the constructor's fresh one meets the saved state and Keras warns
+    # that it skips it.
+    return keras.saving.load_model(path)
 
 
 def save_tokenizer(tokenizer, directory):
