@@ -35,7 +35,6 @@ Example:
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from keras_txl.data.character_tokenizer import CharacterTokenizer
 from keras_txl.data.tokenization import _MAX_WORD_BYTES
@@ -161,7 +160,7 @@ def _character_ids_fn(tokenizer):
         ),
         default_value=unknown,
     )
-    splitter = tf_text.UnicodeCharTokenizer()
+    splitter = _tensorflow_text().UnicodeCharTokenizer()
 
     def character_ids(text):
         # Bytes that are not UTF-8 (the enwik8 splits' cut characters)
@@ -193,7 +192,7 @@ def _word_ids_fn(tokenizer):
         ),
         default_value=unknown,
     )
-    splitter = tf_text.WhitespaceTokenizer()
+    splitter = _tensorflow_text().WhitespaceTokenizer()
 
     def word_ids(text):
         lines = tf.strings.split(text, "\n")  # (lines,)
@@ -208,3 +207,16 @@ def _word_ids_fn(tokenizer):
         return ids.flat_values
 
     return word_ids
+
+
+def _tensorflow_text():
+    """tensorflow-text, imported when a pipeline is built (it is part of
+    the `tensorflow` extra; `import keras_txl.data` does not need it)."""
+    try:
+        import tensorflow_text
+    except ImportError as error:
+        raise ImportError(
+            "text_segment_dataset tokenizes with tensorflow-text: "
+            "pip install 'keras-txl[tensorflow]' (or tensorflow-text)."
+        ) from error
+    return tensorflow_text
