@@ -58,9 +58,9 @@ def child(path, cache_dir, steps):
     import keras
 
     from keras_txl import data
-    from keras_txl.training.presets import build_language_model
+    from keras_txl.app.presets import build_language_model
+    from keras_txl.app.train_config import TrainConfig
     from keras_txl.training.schedules import transformer_xl_optimizer
-    from keras_txl.training.train_config import TrainConfig
 
     runtime_rss = _peak_rss()
     config = TrainConfig(corpus=path, steps=steps, warmup_steps=0).resolved()

@@ -42,7 +42,7 @@ def _read_all(dataset):
 def _train_rate(config, vocabulary_size, dataset, steps):
     import keras
 
-    from keras_txl.training.presets import build_language_model
+    from keras_txl.app.presets import build_language_model
     from keras_txl.training.schedules import transformer_xl_optimizer
 
     keras.utils.set_random_seed(0)
@@ -67,8 +67,8 @@ def main(argv=None):
     import keras
 
     from keras_txl import data
+    from keras_txl.app.train_config import TrainConfig
     from keras_txl.data.text_pipeline import text_segment_dataset
-    from keras_txl.training.train_config import TrainConfig
 
     with open(CORPUS, encoding="utf-8") as file:
         text = file.read()

@@ -296,6 +296,7 @@ def _export(args):
         memory_length=args.memory_length,
         overwrite=args.overwrite,
         verbose=args.verbose,
+        any_segment_length=args.any_segment_length,
     )
     return 0
 
@@ -369,13 +370,27 @@ def make_parser():
     )
     export.add_argument("model_dir", metavar="MODEL_DIR")
     export.add_argument("out_dir", metavar="OUT_DIR")
-    export.add_argument("--batch-size", type=_integer(1), required=True)
     export.add_argument(
+        "--batch-size",
+        type=_integer(1),
+        help="fixed number of streams per call (default: any)",
+    )
+    lengths = export.add_mutually_exclusive_group()
+    lengths.add_argument(
         "--segment-length",
         type=_integer(1),
-        help="fixed segment length T (default: any length)",
+        help="fixed segment length T (default: the run's)",
     )
-    export.add_argument("--memory-length", type=_integer(1), required=True)
+    lengths.add_argument(
+        "--any-segment-length",
+        action="store_true",
+        help="accept segments of any length (a prompt, then single tokens)",
+    )
+    export.add_argument(
+        "--memory-length",
+        type=_integer(1),
+        help="memory slots (default: the run's evaluation memory length)",
+    )
     export.add_argument("--overwrite", action="store_true")
     export.add_argument(
         "--verbose",
@@ -390,6 +405,12 @@ def make_parser():
     add_ablate_parser(subparsers)
     add_recl_parser(subparsers)
     return parser
+
+
+def _diverged_error():
+    from keras_txl.training.training_diverged import TrainingDiverged
+
+    return TrainingDiverged
 
 
 def main(argv=None):
@@ -409,7 +430,7 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 130
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, _diverged_error()) as error:
         if os.environ.get("KERAS_TXL_DEBUG"):
             raise
         message = " ".join(str(error).split()) or type(error).__name__

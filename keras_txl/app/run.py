@@ -26,9 +26,11 @@ from keras_txl.distribute import memory_budget
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
+from keras_txl.training.nan_guard import NanGuard
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
+from keras_txl.training.training_diverged import TrainingDiverged
 
 METRICS_FILE = "metrics.json"
 CURVE_PNG = "training_curve.png"
@@ -217,12 +219,13 @@ def fit_language_model(config, callbacks=(), log=print):
                 warmup_steps=config.warmup_steps,
             )
         )
+        lm.build()  # its weights, for the budget below
         if strategy is not None:
             strategy.build_memory(lm, batch)
             train_data = strategy.distribute_dataset(train_data)
     replicas = 1 if strategy is None else strategy.num_replicas
     budget = memory_budget(
-        lm.backbone,
+        lm,
         batch,
         length,
         replicas=replicas,
@@ -257,6 +260,10 @@ def fit_language_model(config, callbacks=(), log=print):
         losses=losses,
     )
     train_seconds = 0.0
+    guard = NanGuard(verbose=False)
+    checkpoint = TrainingCheckpoint(
+        checkpoint_dir, history, run_config, strategy
+    )
     if start_step < config.steps:
         per_epoch = min(config.steps_per_epoch, config.steps)
         fit_started = time.perf_counter()
@@ -271,13 +278,14 @@ def fit_language_model(config, callbacks=(), log=print):
                 callbacks=[
                     MemoryReset(steps_per_pass, initial_step=start_step),
                     history,
-                    TrainingCheckpoint(
-                        checkpoint_dir, history, run_config, strategy
-                    ),
+                    guard,
+                    checkpoint,
                     *callbacks,
                 ],
             )
         train_seconds = time.perf_counter() - fit_started
+    if guard.step is not None:
+        raise _diverged(guard, checkpoint, start_step, config)
     finished = history.step >= config.steps
     if not finished:
         # A callback stopped the run; its checkpoint is the step reached.
@@ -298,6 +306,34 @@ def fit_language_model(config, callbacks=(), log=print):
         "train_seconds": train_seconds,
         "finished": finished,
     }
+
+
+def _diverged(guard, checkpoint, start_step, config):
+    """The `TrainingDiverged` error of a run that `guard` stopped."""
+    step = start_step + guard.step
+    kept = checkpoint.saved_step
+    if kept is None and config.resume:
+        kept = start_step
+    where = f"--output {config.output}"
+    if kept is None:
+        advice = (
+            "no checkpoint was written before it: start again with a lower "
+            f"--learning-rate (now {config.learning_rate}) and {where} "
+            "--overwrite"
+        )
+    else:
+        advice = (
+            f"the checkpoint of step {kept} is kept: `keras-txl train "
+            f"{where} --resume` continues from it, or start again with a "
+            f"lower --learning-rate (now {config.learning_rate}) and "
+            "--overwrite"
+        )
+    return TrainingDiverged(
+        f"training diverged: loss {guard.loss} at step {step} of "
+        f"{config.steps}; {advice}.",
+        step=step,
+        checkpoint_step=kept,
+    )
 
 
 def train(config, callbacks=(), log=print):

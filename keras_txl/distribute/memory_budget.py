@@ -8,6 +8,8 @@ sizes are per replica: the batch is split between replicas, the weights and
 the optimizer state are copied on each (data parallelism).
 """
 
+import math
+
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 
@@ -57,12 +59,19 @@ def _backbone_config(config):
 
 
 def parameter_count(config, tie_weights=True):
-    """Number of trainable parameters of a `TransformerXLCausalLM`.
+    """Number of trainable parameters of a `TransformerXLCausalLM`: the
+    weights of the built model, counted once each (a tied output layer
+    shares the embedding's), so that every backbone option (adaptive
+    input and softmax, learned relative positions, the compressive
+    memory's convolution) counts as the model holds it.
 
     Args:
-        config: a `TransformerXLBackbone` or its `get_config()` dict.
+        config: a `TransformerXLCausalLM` (counted as it is), a
+            `TransformerXLBackbone` or its `get_config()` dict (a model is
+            built from it: its weights are allocated).
         tie_weights: bool. Whether the output layer shares the token
-            embedding (`TransformerXLCausalLM(tie_weights=...)`).
+            embedding (`TransformerXLCausalLM(tie_weights=...)`); ignored
+            for a `TransformerXLCausalLM`.
 
     Returns:
         int.
@@ -76,21 +85,24 @@ def parameter_count(config, tie_weights=True):
     ... })
     230
     """
-    c = _backbone_config(config)
-    d, v = c["hidden_dim"], c["vocabulary_size"]
-    nh = c["num_heads"] * c["head_dim"]
-    di = c["intermediate_dim"]
-    per_layer = (
-        5 * d * nh  # query, key, value, position and output projections
-        + 2 * nh  # u and v (content and position biases)
-        + d * di
-        + di
-        + di * d
-        + d  # feed-forward network
-        + 2 * 2 * d  # two layer normalizations
-    )
-    output = v + (0 if tie_weights else d * v)  # bias (and kernel)
-    return v * d + c["num_layers"] * per_layer + output
+    lm = _language_model(config, tie_weights)
+    if not lm.built:
+        lm.build()
+    unique = {id(w): w for w in lm.trainable_weights}
+    return sum(int(math.prod(w.shape)) for w in unique.values())
+
+
+def _language_model(config, tie_weights):
+    """The `TransformerXLCausalLM` whose weights `config` describes."""
+    from keras_txl.models import TransformerXLBackbone
+    from keras_txl.models import TransformerXLCausalLM
+
+    if isinstance(config, TransformerXLCausalLM):
+        return config
+    if not isinstance(config, TransformerXLBackbone):
+        _backbone_config(config)  # the error of a wrong argument
+        config = TransformerXLBackbone.from_config(dict(config))
+    return TransformerXLCausalLM(config, tie_weights=tie_weights)
 
 
 def memory_budget(
@@ -112,7 +124,8 @@ def memory_budget(
     on JAX; see `docs/distributed.md`).
 
     Args:
-        config: a `TransformerXLBackbone` or its `get_config()` dict.
+        config: a `TransformerXLCausalLM`, a `TransformerXLBackbone` or its
+            `get_config()` dict (see `parameter_count`).
         batch_size: int. GLOBAL batch size (streams of text); each replica
             gets `batch_size // replicas` of them.
         segment_length: int. Tokens per segment `T`.
@@ -144,6 +157,9 @@ def memory_budget(
     >>> budget["per_replica_batch"], budget["memory_cache"]
     (4, 32768)
     """
+    count = parameter_count(config, tie_weights=tie_weights)
+    if hasattr(config, "backbone"):  # a TransformerXLCausalLM
+        config = config.backbone
     c = _backbone_config(config)
     batch_size = check_positive_int("batch_size", batch_size)
     replicas = check_positive_int("replicas", replicas)
@@ -172,7 +188,6 @@ def memory_budget(
     heads, nh = c["num_heads"], c["num_heads"] * c["head_dim"]
     di, v = c["intermediate_dim"], c["vocabulary_size"]
     k = t + m  # keys: memory and segment
-    count = parameter_count(c, tie_weights=tie_weights)
 
     # Per layer, kept for the backward pass: the context (memory and
     # segment, K d), seven segment-wide tensors of width d (input,

@@ -21,6 +21,7 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.layers.transformer_xl_block import check_position_encoding
 from keras_txl.models.memory_spec import MemorySpec
+from keras_txl.models.quantization import check_quantize
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_optional_positive_int
@@ -602,6 +603,21 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             training=training,
         )
         return outputs["sequence_output"], self.memory_spec.select(outputs)
+
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """`keras.Model.quantize`, checked before anything changes.
+
+        Modes `"int8"`, `"int4"` and `"float8"` quantize the `Dense`,
+        `EinsumDense` (and, for the integer modes, `Embedding`) layers;
+        the attention then runs its projections through the quantized
+        layers' calls. `"gptq"` and `"awq"` are refused: their
+        block-by-block calibration calls a block without its memory and
+        position embeddings. The adaptive embedding, the compressive
+        memory's convolution and the learned distance embeddings stay
+        float. See `Model.quantize` for the arguments.
+        """
+        mode = check_quantize(self, mode, config)
+        super().quantize(mode, config=config, filters=filters, **kwargs)
 
     def get_config(self):
         config = super().get_config()

@@ -285,7 +285,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             )
             return log_probs
         if self.tie_weights:
-            kernel = self.backbone.token_embedding.embeddings  # (V, hidden)
+            kernel = self._tied_kernel()  # (V, hidden)
             equation = "btd,vd->btv"
         else:
             kernel = self.output_kernel  # (hidden, V)
@@ -296,6 +296,35 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         return ops.cast(logits, "float32") + ops.cast(
             self.output_bias, "float32"
         )
+
+    def _tied_kernel(self):
+        """The token embedding table `(V, hidden)` as floats. A quantized
+        `Embedding` holds integers and scales: its own lookup of every id
+        dequantizes them."""
+        embedding = self.backbone.token_embedding
+        if embedding.quantization_mode is None:
+            return embedding.embeddings
+        ids = ops.arange(self.backbone.vocabulary_size, dtype="int32")
+        return embedding(ids)  # (V, hidden)
+
+    def _check_quantize_args(self, mode, compute_dtype):
+        # Keras runs this check before `quantize`, and refuses an unbuilt
+        # model; the weights of this one need no input shape.
+        if not self.built:
+            self.build()
+        super()._check_quantize_args(mode, compute_dtype)
+
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """Quantizes the backbone (see `TransformerXLBackbone.quantize`:
+        modes `"int8"`, `"int4"`, `"float8"`; every check runs before
+        anything changes). The output layer stays float: with tied
+        weights it reads the quantized embedding through its lookup. The
+        carried memory is activations, never quantized."""
+        self.backbone.quantize(mode, config=config, filters=filters, **kwargs)
+        self.train_function = None
+        self.test_function = None
+        self.predict_function = None
+        self._post_quantize(mode)
 
     def call(self, inputs, training=None):
         if isinstance(inputs, dict) and "memory" in inputs:

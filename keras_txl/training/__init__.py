@@ -12,6 +12,7 @@ from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.schedules import warmup_cosine_schedule
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
+from keras_txl.training.training_diverged import TrainingDiverged
 
 __all__ = [
     "BatchCrossEntropy",
@@ -19,6 +20,7 @@ __all__ = [
     "MemoryReset",
     "StepHistory",
     "TrainingCheckpoint",
+    "TrainingDiverged",
     "evaluate_bpc",
     "guard_batch_size",
     "prepare_memory_carry",

@@ -24,6 +24,32 @@ def test_parameter_count_is_the_models(tie_weights, tiny_config):
     assert parameter_count(backbone.get_config(), tie_weights) == weights
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(cutoffs=[10, 20], div_val=2),
+        dict(position_encoding="learned_relative", max_relative_distance=3),
+        dict(
+            compressed_memory_length=2, compression_rate=2, compression="conv"
+        ),
+    ],
+    ids=["adaptive", "learned_relative", "compressive_conv"],
+)
+def test_parameter_count_of_every_backbone_is_count_params(
+    options, tiny_config
+):
+    config = dict(tiny_config, vocabulary_size=30, **options)
+    backbone = TransformerXLBackbone(**config)
+    lm = TransformerXLCausalLM(backbone)
+    lm.build()
+    expected = lm.count_params()  # no carried memory yet: all trainable
+    assert parameter_count(lm) == expected
+    assert parameter_count(backbone.get_config()) == expected
+    budget = memory_budget(lm, batch_size=2, segment_length=4)
+    assert budget["parameter_count"] == expected
+    assert budget["parameters"] == 4 * expected
+
+
 def test_state_bytes_are_the_variables(tiny_config):
     backbone = TransformerXLBackbone(**tiny_config)
     lm = TransformerXLCausalLM(backbone)
