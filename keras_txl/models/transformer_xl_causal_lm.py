@@ -592,12 +592,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         token, for instance); left-padded or empty prompts given as arrays
         raise a `ValueError`.
 
-        With `memory_length >= max_length` (the default) every token
-        attends to the whole context: the tokens are those of a model
-        that recomputes the whole prefix at every step. A shorter memory
-        bounds the cost and the memory size: a token then attends to the
+        By default the memory is the model's own (`memory_length` of the
+        model, else of its backbone): a token attends to the
         `memory_length` positions before it at every layer, as
-        Transformer-XL does in evaluation.
+        Transformer-XL does in evaluation, so the cost of a token and the
+        memory size do not grow with `max_length`. A longer memory is an
+        argument, as in evaluation (`with_memory_length`); with
+        `memory_length >= max_length` every token attends to the whole
+        context: the tokens are those of a model that recomputes the
+        whole prefix at every step. A model without memory (length 0)
+        generates with the whole context.
 
         Args:
             inputs: strings when a `preprocessor` is attached, otherwise a
@@ -610,7 +614,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 or a tuple of token ids that end a row.
             strip_prompt: bool. Return only the new tokens.
             memory_length: int >= 1 or `None`. Memory slots of the
-                generation; `None` uses `max_length`, the whole context.
+                generation; `None` uses the model's memory length (the
+                whole context, `max_length`, if it is 0).
             segment_length: int >= 1 or `None`. Length of the segments in
                 which the prompt is run; `None` uses 64.
 
@@ -692,7 +697,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             self, "_generate_options", (None, None)
         )
         if memory_length is None:
-            memory_length = max_length
+            # The model's own memory: the cost of a token stays flat in
+            # `max_length`. Without memory, the whole context.
+            memory_length = self._state_memory_length or max_length
         if segment_length is None:
             segment_length = 64
         if isinstance(max_length, int):

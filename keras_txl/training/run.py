@@ -17,6 +17,7 @@ from keras_txl.distribute import memory_budget
 from keras_txl.training import artifacts
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.memory_reset import MemoryReset
+from keras_txl.training.periodic_validation import PeriodicValidation
 from keras_txl.training.plots import plot_bpc_vs_memory
 from keras_txl.training.plots import plot_training_curve
 from keras_txl.training.presets import PRESETS
@@ -24,12 +25,14 @@ from keras_txl.training.presets import build_language_model
 from keras_txl.training.sampling import generate_text
 from keras_txl.training.sampling import make_sampler
 from keras_txl.training.schedules import transformer_xl_optimizer
+from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.train_config import ConfigError
 from keras_txl.training.train_config import TrainConfig
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 
 METRICS_FILE = "metrics.json"
+STEPS_CSV = "steps.csv"  # one row per training step (or execution)
 CURVE_PNG = "training_curve.png"
 MEMORY_PNG = "bpc_vs_memory.png"
 SAMPLE_TOKENS = 200  # tokens of the sample printed after training
@@ -111,7 +114,8 @@ def _prepare_output(config):
             )
         for name in (artifacts.CHECKPOINT_DIR, artifacts.TOKENIZER_DIR):
             shutil.rmtree(os.path.join(output, name), ignore_errors=True)
-        for name in (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE):
+        files = (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE)
+        for name in files + (STEPS_CSV,):
             path = os.path.join(output, name)
             if os.path.exists(path):
                 os.remove(path)
@@ -155,9 +159,13 @@ def fit_language_model(config, callbacks=(), log=print):
     Returns:
         A dict: `lm`, `tokenizer`, `splits`, `config` (resolved),
         `run_config` (saved with the run), `history` (`StepHistory`),
-        `valid_ids`, `valid_data`, `train_ids`, `train_seconds` and
+        `valid_ids`, `valid_data`, `train_ids`, `train_seconds`,
         `finished` (False when a callback stopped `fit` early: the
-        checkpoint then holds the step reached).
+        checkpoint then holds the step reached) and `validation` (the
+        rows of `--validate-every`).
+
+    Every step is written to `OUTPUT/steps.csv` (`StepCSVLogger`), and to
+    TensorBoard logs with `config.tensorboard`.
     """
     from keras_txl import data
 
@@ -208,7 +216,9 @@ def fit_language_model(config, callbacks=(), log=print):
                 config.learning_rate,
                 total_steps=config.steps,
                 warmup_steps=config.warmup_steps,
-            )
+            ),
+            jit_compile=config.jit_compile,
+            steps_per_execution=config.steps_per_execution,
         )
         if strategy is not None:
             strategy.build_memory(lm, batch)
@@ -219,7 +229,7 @@ def fit_language_model(config, callbacks=(), log=print):
         batch,
         length,
         replicas=replicas,
-        dtype=keras.config.dtype_policy().name,
+        dtype=config.dtype_policy,
     )
     log(
         f"Memory per replica: {budget['total'] / 2**20:,.1f} MiB estimated "
@@ -231,6 +241,12 @@ def fit_language_model(config, callbacks=(), log=print):
         config.to_dict(),
         vocabulary_size=vocabulary_size,
         model=PRESETS[config.preset]["model"],
+        resolved_jit_compile=bool(lm.jit_compile),
+    )
+    log(
+        f"Precision {config.dtype_policy}, jit_compile {config.jit_compile} "
+        f"({'compiled' if lm.jit_compile else 'not compiled'}), "
+        f"{config.steps_per_execution} step(s) per execution."
     )
     config_path = os.path.join(output, artifacts.CONFIG_FILE)
     artifacts.write_json(config_path, run_config)
@@ -249,6 +265,27 @@ def fit_language_model(config, callbacks=(), log=print):
         total_steps=config.steps,
         losses=losses,
     )
+    logging = [
+        StepCSVLogger(
+            os.path.join(output, STEPS_CSV), history, append=config.resume
+        )
+    ]
+    validation = None
+    if config.validate_every:
+        validation = PeriodicValidation(
+            valid_data,
+            config.validate_every,
+            history,
+            memory_length=config.memory_length,
+            verbose=1 if config.verbose == 1 else 0,
+            log=log,
+        )
+        logging.insert(0, validation)
+    if config.tensorboard:
+        logging.append(
+            keras.callbacks.TensorBoard(config.tensorboard, update_freq=1)
+        )
+        log(f"TensorBoard logs: tensorboard --logdir {config.tensorboard}")
     train_seconds = 0.0
     if start_step < config.steps:
         per_epoch = min(config.steps_per_epoch, config.steps)
@@ -267,6 +304,7 @@ def fit_language_model(config, callbacks=(), log=print):
                     TrainingCheckpoint(
                         checkpoint_dir, history, run_config, strategy
                     ),
+                    *logging,
                     *callbacks,
                 ],
             )
@@ -290,6 +328,7 @@ def fit_language_model(config, callbacks=(), log=print):
         "valid_data": valid_data,
         "train_seconds": train_seconds,
         "finished": finished,
+        "validation": [] if validation is None else validation.results,
     }
 
 
@@ -322,8 +361,12 @@ def train(config, callbacks=(), log=print):
 
     log(f"Validation ({len(valid_ids):,} tokens, segments of {length}):")
     table = []
-    for memory_length in eval_memory_lengths(config):
-        row = evaluate_bpc(lm, valid_data, memory_length)
+    verbose = 1 if config.verbose == 1 else 0
+    lengths = eval_memory_lengths(config)
+    for number, memory_length in enumerate(lengths, 1):
+        if verbose:
+            log(f"  [{number}/{len(lengths)}] memory {memory_length}:")
+        row = evaluate_bpc(lm, valid_data, memory_length, verbose=verbose)
         table.append(row)
         log(
             f"  memory {memory_length:5d}: "
@@ -376,6 +419,11 @@ def train(config, callbacks=(), log=print):
         "train_seconds": run["train_seconds"],
         "wall_seconds": time.perf_counter() - started,
         "backend": keras.backend.backend(),
+        "dtype_policy": config.dtype_policy,
+        "jit_compile": config.jit_compile,
+        "resolved_jit_compile": bool(lm.jit_compile),
+        "steps_per_execution": config.steps_per_execution,
+        "validation_during_training": run["validation"],
         "sample": prompt + sample,
         "config": run_config,
     }
@@ -397,36 +445,88 @@ def _run_config(model_dir):
     return artifacts.read_json(path) if os.path.exists(path) else {}
 
 
+def run_text(model_dir, split=None):
+    """`(text, name)` of a part of the corpus a run was trained on.
+
+    Args:
+        model_dir: the `--output` folder of a `keras-txl train` run.
+        split: `"valid"`, `"test"` or `None`: the test part when the
+            corpus has one (the benchmarks), else the validation part (a
+            text file, of which the run held out `valid_fraction`).
+
+    Returns:
+        The text and a name for it, e.g. `"enwik8 corpus (test)"`.
+    """
+    saved = _run_config(model_dir)
+    if not saved:
+        raise ConfigError(
+            f"'{model_dir}' has no {artifacts.CONFIG_FILE}: give the text "
+            "to evaluate with --corpus."
+        )
+    fields = set(TrainConfig.__dataclass_fields__)
+    config = TrainConfig(**{k: v for k, v in saved.items() if k in fields})
+    try:
+        splits = load_splits(config)
+    except OSError as error:
+        raise ConfigError(
+            f"The run's corpus cannot be read ({error}): give the text to "
+            "evaluate with --corpus."
+        ) from None
+    if split is None:
+        split = "test" if splits.test else "valid"
+    if split not in ("valid", "test"):
+        raise ConfigError(f"--split must be valid or test. Received: {split!r}")
+    text = getattr(splits, split)
+    if not text:
+        raise ConfigError(
+            f"The run's corpus has no {split} part: use --split valid or "
+            "--corpus."
+        )
+    return text, f"{_corpus_name(config)} ({split})"
+
+
 def evaluate(
     model_dir,
-    corpus,
+    corpus=None,
     memory_length=None,
     segment_length=None,
     batch_size=None,
     metrics_json=None,
     log=print,
+    split=None,
 ):
-    """Bits per character of a saved model on a text file, with memory.
+    """Bits per character of a saved model on a text, with memory.
 
     Args:
         model_dir: the `--output` folder of a `keras-txl train` run.
-        corpus: path of the text to score (all of it).
+        corpus: path of the text to score (all of it); `None`: a part of
+            the run's own corpus (`split`).
         memory_length: evaluation memory; `None`: the run's
             `eval_memory_length`.
         segment_length, batch_size: `None`: the run's segment length and
             batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
         log: function that prints a line.
+        split: with `corpus=None`, `"valid"` or `"test"` (see `run_text`).
 
     Returns:
-        The `evaluate_bpc` dict, with `tokens`.
+        The `evaluate_bpc` dict, with `tokens` and `text` (what was
+        scored).
     """
     from keras_txl import data
 
+    if corpus is None:
+        text, name = run_text(model_dir, split)
+    elif split is not None:
+        raise ConfigError(
+            "--split picks a part of the run's corpus; with --corpus the "
+            "whole file is scored. Give one of them."
+        )
+    else:
+        text, name = data.load_text(corpus), os.fspath(corpus)
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     run_config = _run_config(model_dir)
-    text = data.load_text(corpus)
     ids = data.encode(tokenizer, text)
     length = segment_length or run_config.get("segment_length", 64)
     if memory_length is None:
@@ -441,8 +541,9 @@ def evaluate(
     )
     result = evaluate_bpc(lm, dataset, memory_length)
     result["tokens"] = int(len(ids))
+    result["text"] = name
     log(
-        f"{corpus}: {result['bits_per_character']:.4f} bits per character, "
+        f"{name}: {result['bits_per_character']:.4f} bits per character, "
         f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "
         f"segments of {length}, {len(ids):,} tokens)"
     )
