@@ -497,6 +497,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             sampler=sampler,
             **kwargs,
         )
+        # TensorFlow generation uses XLA unless jit_compile=False was asked
+        # for (see `make_generate_function`).
+        self._generate_with_xla = kwargs.get("jit_compile", "auto") is not False
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved (optimizer, loss,
@@ -669,6 +672,34 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             stop_token_ids=stop_token_ids,
             strip_prompt=strip_prompt,
         )
+
+    def make_generate_function(self):
+        """keras-hub's generation function, compiled with XLA on
+        TensorFlow as it is on JAX.
+
+        keras-hub compiles TensorFlow generation with the model's
+        `jit_compile`, which Keras resolves to False on a machine without
+        accelerators (`"auto"`), so generation would run op by op: the
+        loop of single-token steps is the case XLA helps most. Here it is
+        compiled with XLA unless the model was compiled with
+        `jit_compile=False` explicitly, or `run_eagerly=True`.
+        """
+        if self.generate_function is not None:
+            return self.generate_function
+        if keras.config.backend() != "tensorflow" or not getattr(
+            self, "_generate_with_xla", True
+        ):
+            return super().make_generate_function()
+        resolved = self._jit_compile
+        # XLA unless a layer cannot be compiled (Keras's own check).
+        self._jit_compile = all(
+            getattr(layer, "supports_jit", True)
+            for layer in self._flatten_layers()
+        )
+        try:
+            return super().make_generate_function()
+        finally:
+            self._jit_compile = resolved
 
     def _generate_segment(self, token_ids, memory):
         """One backbone pass for generation: `(hidden, new_memory)`."""

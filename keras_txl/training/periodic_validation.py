@@ -56,17 +56,17 @@ class PeriodicValidation(keras.callbacks.Callback):
         self.verbose = verbose
         self.log = log
         self.results = []
-        self._model = None
+        self._validation_model = None
 
     def _eval_model(self):
-        if self._model is None:
+        if self._validation_model is None:
             length = self.memory_length
             if length is None:
                 length = self.model._state_memory_length
-            self._model = self.model.with_memory_length(length)
-            if not self._model.compiled:
-                self._model.compile()
-        return self._model
+            self._validation_model = self.model.with_memory_length(length)
+            if not self._validation_model.compiled:
+                self._validation_model.compile()
+        return self._validation_model
 
     def on_train_batch_end(self, batch, logs=None):
         step = self.history.step

@@ -208,6 +208,19 @@ class TrainConfig:
                 "--jit-compile must be auto, true or false. Received: "
                 f"{self.jit_compile!r}"
             )
+        if self.tensorboard is not None:
+            import importlib.util
+
+            missing = [
+                name
+                for name in ("tensorflow", "tensorboard")
+                if importlib.util.find_spec(name) is None
+            ]
+            if missing:
+                raise ConfigError(
+                    f"--tensorboard needs {' and '.join(missing)}: pip "
+                    "install 'keras-txl[tensorboard]'."
+                )
         spe = self.steps_per_execution
         _check_int("steps_per_execution", spe, lowest=1)
         if self.validate_every is not None:

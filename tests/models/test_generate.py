@@ -278,3 +278,27 @@ def test_generate_rejects_bad_arguments():
     empty = padded([[4, 5], []], 8)
     with pytest.raises(ValueError, match="row 1 has none"):
         lm.generate(empty, stop_token_ids=None)
+
+
+def test_tensorflow_generation_is_compiled_with_xla():
+    """keras-hub compiles TensorFlow generation with the model's
+    `jit_compile`, False on a CPU-only machine; generation compiles with
+    XLA anyway (as on JAX) unless `jit_compile=False` was asked for, and
+    the training setting is left as it was."""
+    lm = make_lm()
+    training_jit = lm.jit_compile
+    prompt = padded([[3, 17, 5]], 8)
+    xla = lm.generate(prompt, stop_token_ids=None)["token_ids"]
+    function = lm.generate_function
+    assert lm.jit_compile == training_jit
+    lm.compile(sampler="greedy", jit_compile=False)
+    plain = lm.generate(prompt, stop_token_ids=None)["token_ids"]
+    np.testing.assert_array_equal(xla, plain)
+    if keras.backend.backend() == "tensorflow":
+        assert function._jit_compile is True
+        assert lm.generate_function._jit_compile is False
+    else:
+        # JAX compiles with jax.jit, torch runs op by op, as keras-hub does.
+        assert (function is lm.generate_step) is (
+            keras.backend.backend() == "torch"
+        )
