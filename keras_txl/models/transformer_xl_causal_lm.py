@@ -1,3 +1,5 @@
+import os
+
 import keras
 import keras_hub
 import numpy as np
@@ -5,9 +7,17 @@ from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
+from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import cast_memory
+from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
+    TransformerXLCausalLMPreprocessor,
+)
+from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
+from keras_txl.models.transformer_xl_tokenizer import (
+    is_huggingface_transformer_xl,
+)
 from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.training.bits_per_character import BitsPerCharacter
 from keras_txl.training.memory_carry import prepare_memory_carry
@@ -90,6 +100,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             tokens that each tail cluster scores in training (exact in any
             case: a batch with more tokens in a cluster scores every
             token). `None` scores every token.
+        cluster_order: `"tensorflow"` (default) or `"pytorch"`, the
+            `AdaptiveSoftmax` argument: which head column scores each tail
+            cluster (the authors' TensorFlow code and HuggingFace, or their
+            PyTorch code; they differ with two or more tail clusters).
+            Used only by adaptive backbones. A config saved before this
+            argument existed loads as `"pytorch"`, the order it was saved
+            with.
         preprocessor: optional `keras_hub` preprocessor, kept for
             `generate()` on strings.
         **kwargs: other keyword arguments passed to `keras.Model`.
@@ -109,6 +126,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     """
 
     backbone_cls = TransformerXLBackbone
+    preprocessor_cls = TransformerXLCausalLMPreprocessor
 
     def __init__(
         self,
@@ -117,6 +135,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         memory_length=None,
         tie_projections=None,
         tail_capacity=None,
+        cluster_order="tensorflow",
         preprocessor=None,
         **kwargs,
     ):
@@ -137,6 +156,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             "memory_length", memory_length, allow_zero=True
         )
         self.tie_projections = tie_projections
+        self.cluster_order = check_cluster_order(cluster_order)
         self.adaptive_softmax = None
         if isinstance(backbone.token_embedding, AdaptiveEmbedding):
             if tie_projections is None:
@@ -149,6 +169,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 tie_weights=self.tie_weights,
                 tie_projections=tie_projections,
                 tail_capacity=tail_capacity,
+                cluster_order=self.cluster_order,
                 kernel_initializer=keras.initializers.RandomNormal(
                     stddev=backbone.initializer_range
                 ),
@@ -206,10 +227,11 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 initializer="zeros",
             )
         if isinstance(input_shape, dict):
-            # An explicit memory needs no carried one.
-            input_shape = (
-                None if "memory" in input_shape else input_shape["token_ids"]
-            )
+            # An explicit memory, or independent packed examples (a
+            # preprocessor's `padding_mask`), need no carried one.
+            carried = "memory" not in input_shape
+            carried = carried and "padding_mask" not in input_shape
+            input_shape = input_shape["token_ids"] if carried else None
         if input_shape is not None and len(input_shape) == 2:
             if input_shape[0] is not None:  # else built by the first batch
                 self.memory_state.build(input_shape[0])
@@ -284,6 +306,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             if "reconstruction_loss" in outputs:
                 result["reconstruction_loss"] = outputs["reconstruction_loss"]
             return result
+        if isinstance(inputs, dict) and "padding_mask" in inputs:
+            # Packed examples of a preprocessor: independent strings, run
+            # from an empty memory, nothing carried to the next batch.
+            return self._call_independent(inputs["token_ids"], training)
         token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
         vocabulary_size = self.backbone.vocabulary_size
         # Dtype and rank always; the range of concrete ids (eager calls).
@@ -321,6 +347,106 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             if kept is not None:  # `compute_loss` pairs them by identity
                 object.__setattr__(self, "_adaptive_outputs", (logits, kept[1]))
         return logits
+
+    def _call_independent(self, token_ids, training):
+        """Logits of examples that share no memory (see the preprocessor):
+        a memory of zero slots, and the carried one left as it is."""
+        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
+        batch_size = ops.shape(token_ids)[0]
+        backbone = self.backbone
+        memory = {
+            "memory": ops.zeros(
+                (batch_size, backbone.num_layers, 0, backbone.hidden_dim),
+                dtype="float32",
+            ),  # (batch, layers, 0, hidden)
+            "valid_length": ops.zeros((batch_size,), dtype="int32"),
+        }
+        if backbone.compressed_memory_length:
+            memory["compressed_memory"] = memory["memory"]
+            memory["compressed_valid_length"] = memory["valid_length"]
+        outputs = backbone(
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
+            training=training,
+        )
+        return self.compute_logits(outputs["sequence_output"])
+
+    def preprocess_samples(self, x, y=None, sample_weight=None):
+        """The preprocessor's work on strings; token ids (and anything
+        else) pass through, so ordered segments keep their carried memory
+        with a preprocessor attached."""
+        if self.preprocessor is None or not _is_text(x):
+            return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+        return super().preprocess_samples(x, y, sample_weight)
+
+    def load_task_weights(self, filepath):
+        """Loads the weights outside the backbone (the output layer),
+        building the model first: its output weights are created in
+        `build`, which keras-hub's preset loader does not call."""
+        if not self.built:
+            self.build()
+        super().load_task_weights(filepath)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """A `TransformerXLCausalLM` from a preset.
+
+        `preset` is one of:
+
+        - a keras-hub preset (folder or handle) saved by `save_to_preset`,
+          e.g. by `keras-txl train` or `keras-txl convert`: the model, its
+          output layer and its preprocessor;
+        - a HuggingFace Transformer-XL checkpoint: a folder as
+          `save_pretrained` writes it (`config.json` with `model_type`
+          `"transfo-xl"`, `model.safetensors`, `vocab.pkl`) or a handle
+          such as `"hf://transfo-xl/transfo-xl-wt103"` (downloaded with
+          `huggingface_hub`): weights by
+          `keras_txl.convert.from_huggingface`, tokenizer by
+          `TransformerXLTokenizer.from_huggingface` (its `vocab.pkl` read
+          without `pickle.load`);
+        - a folder of the authors' TensorFlow checkpoint (`model.ckpt.*`
+          and the `config.json` of their `transformer()` arguments), by
+          `keras_txl.convert.from_official_tensorflow`; it has no
+          tokenizer.
+
+        Args:
+            preset: str, the folder or handle.
+            load_weights: bool. `False` keeps random weights (keras-hub
+                presets only).
+            **kwargs: passed to the task's constructor (keras-hub presets),
+                e.g. `preprocessor=None`.
+        """
+        source = _foreign_checkpoint_kind(preset)
+        if source is None:
+            return super().from_preset(
+                preset, load_weights=load_weights, **kwargs
+            )
+        if not load_weights:
+            raise ValueError(
+                f"`load_weights=False` applies to keras-hub presets; "
+                f"{preset!r} is a {source} checkpoint, converted with its "
+                "weights."
+            )
+        from keras_txl import convert
+
+        if source == "HuggingFace":
+            lm = convert.from_huggingface(preset)
+            tokenizer = TransformerXLTokenizer.from_huggingface(preset)
+            preprocessor = kwargs.pop(
+                "preprocessor", TransformerXLCausalLMPreprocessor(tokenizer)
+            )
+        else:
+            lm = convert.from_official_tensorflow(
+                _official_checkpoint_path(preset),
+                _official_config_path(preset),
+            )
+            preprocessor = kwargs.pop("preprocessor", None)
+        if kwargs:
+            raise ValueError(
+                f"Options {sorted(kwargs)} apply to keras-hub presets, not "
+                f"to a {source} checkpoint."
+            )
+        lm.preprocessor = preprocessor
+        return lm
 
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
@@ -439,6 +565,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory_length=memory_length,
             tie_projections=self.tie_projections if adaptive else None,
             tail_capacity=self.tail_capacity if adaptive else None,
+            cluster_order=self.cluster_order,
             preprocessor=self.preprocessor,
             name=f"{self.name}_memory_{memory_length}",
         )
@@ -520,6 +647,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             return args, kwargs  # The evaluation inside `fit`: ready.
         args = list(args)
         x = args[0] if args else kwargs.get("x")
+        if self.preprocessor is not None and _is_text(x):
+            return args, kwargs  # Independent strings: no memory carried.
         y = args[1] if len(args) > 1 else kwargs.get("y")
         check_token_data(x, y, self.backbone.vocabulary_size)
         batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
@@ -660,6 +789,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             )
         if isinstance(inputs, dict) and "padding_mask" in inputs:
             _check_prompt_padding(inputs["padding_mask"])
+        if stop_token_ids == "auto" and self.preprocessor is not None:
+            tokenizer = self.preprocessor.tokenizer
+            if getattr(tokenizer, "end_token_id", None) is None:
+                stop_token_ids = None  # e.g. the character tokenizer
         if options != getattr(self, "_generate_options", (None, None)):
             # The lengths are read when the generate function is traced.
             self._generate_options = options
@@ -839,9 +972,75 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "memory_length": self.memory_length,
                 "tie_projections": self.tie_projections,
                 "tail_capacity": self.tail_capacity,
+                "cluster_order": self.cluster_order,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        # Saved before `cluster_order` existed: the order of that time.
+        config.setdefault("cluster_order", "pytorch")
+        return super().from_config(config)
+
+
+def _is_text(x):
+    """Whether `x` (data given to `fit`, `evaluate`, `predict` or met by
+    `preprocess_samples`) holds strings rather than token ids."""
+    if isinstance(x, (tuple, list)) and x and not hasattr(x, "shape"):
+        if isinstance(x[0], (str, bytes)):
+            return True
+        if isinstance(x, tuple):
+            return _is_text(x[0])
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, dict):
+        return False
+    spec = getattr(x, "element_spec", None)  # a tf.data.Dataset
+    if spec is not None:
+        while isinstance(spec, (tuple, list)) and spec:
+            spec = spec[0]
+        dtype = getattr(spec, "dtype", None)
+        return dtype is not None and getattr(dtype, "name", "") == "string"
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return False
+    name = getattr(dtype, "name", str(dtype))
+    return name == "string" or getattr(dtype, "kind", None) in ("O", "U", "S")
+
+
+def _foreign_checkpoint_kind(preset):
+    """`"HuggingFace"`, `"TensorFlow"` (the authors' checkpoint folder) or
+    `None` (a keras-hub preset)."""
+    if is_huggingface_transformer_xl(preset):
+        return "HuggingFace"
+    if _official_checkpoint_path(preset) is not None:
+        return "TensorFlow"
+    return None
+
+
+def _official_checkpoint_path(preset):
+    """`FOLDER/model.ckpt` (or the one checkpoint prefix there) of a folder
+    of the authors' TensorFlow checkpoint with its `config.json` of their
+    `transformer()` arguments; `None` for anything else."""
+    folder = os.fspath(preset) if isinstance(preset, (str, os.PathLike)) else ""
+    if not folder or not os.path.isdir(folder):
+        return None
+    if not os.path.isfile(_official_config_path(folder)):
+        return None
+    prefixes = sorted(
+        name[: -len(".index")]
+        for name in os.listdir(folder)
+        if name.endswith(".index")
+    )
+    if len(prefixes) != 1:
+        return None
+    return os.path.join(folder, prefixes[0])
+
+
+def _official_config_path(preset):
+    return os.path.join(os.fspath(preset), "config.json")
 
 
 class _PerTokenLoss(keras.losses.Loss):

@@ -1,0 +1,103 @@
+import keras
+import keras_hub
+
+from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
+
+
+@keras.saving.register_keras_serializable(package="keras_txl")
+class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
+    """Strings to token ids for `TransformerXLCausalLM`, and back.
+
+    keras-hub's `CausalLMPreprocessor` for Transformer-XL: `lm.fit(strings)`
+    trains on text, `lm.generate("text")` returns text. It works with the
+    word tokenizer of the WikiText-103 models (`TransformerXLTokenizer`) and
+    with `keras_txl.data.CharacterTokenizer` (or any keras-hub tokenizer):
+    the start, end and padding tokens are those the tokenizer names
+    (`start_token_id`, `end_token_id`, `pad_token_id`); a tokenizer without
+    them (the character tokenizer) gets none added and pads with id 0,
+    which `padding_mask` marks.
+
+    **What `fit` on strings does.** Each string is one example: tokenized,
+    given the start token (`<eos>` for the word tokenizer, as a line of
+    WikiText-103 follows the `<eos>` of the line before) and the end token,
+    then cut or padded to `sequence_length + 1` tokens; `x` is
+    `{"token_ids", "padding_mask"}` of the first `sequence_length`, `y` the
+    same shifted by one, `sample_weight` the padding mask of `y`. Strings
+    are independent: `TransformerXLCausalLM` runs a batch that has a
+    `padding_mask` from an empty memory and carries nothing to the next
+    batch, so the memory never mixes unrelated strings, and padding never
+    enters it. Segment-level recurrence over a long text (the memory
+    carried from batch to batch) is for ordered segments of token ids
+    (`keras_txl.data.segment_dataset`, `keras-txl train`): token ids given
+    to a model with a preprocessor pass through it untouched.
+
+    Args:
+        tokenizer: a `TransformerXLTokenizer`, a `CharacterTokenizer` or
+            another keras-hub tokenizer.
+        sequence_length: int. Length of the packed examples.
+        add_start_token: bool. Put the tokenizer's start token (if it has
+            one) before each string.
+        add_end_token: bool. Put its end token (if any) after each string.
+        **kwargs: other arguments of `keras_hub.models.Preprocessor`.
+
+    Call arguments:
+        x: a string or a batch of strings.
+        y: must be `None` (the targets are `x` shifted by one).
+        sample_weight: must be `None`.
+        sequence_length: int, overrides `sequence_length` for this call.
+
+    Returns:
+        `(x, y, sample_weight)` as described above.
+
+    Example:
+
+    >>> tokenizer = TransformerXLTokenizer(["<eos>", "<unk>", "a", "b"])
+    >>> preprocessor = TransformerXLCausalLMPreprocessor(
+    ...     tokenizer, sequence_length=5
+    ... )
+    >>> x, y, weight = preprocessor("a b c")
+    >>> x["token_ids"].tolist(), y.tolist(), weight.tolist()
+    ([0, 2, 3, 1, 0], [2, 3, 1, 0, 0], [True, True, True, True, False])
+    """
+
+    backbone_cls = TransformerXLBackbone
+    tokenizer_cls = TransformerXLTokenizer
+
+    def __init__(
+        self,
+        tokenizer,
+        sequence_length=1024,
+        add_start_token=True,
+        add_end_token=True,
+        **kwargs,
+    ):
+        if (
+            isinstance(sequence_length, bool)
+            or not isinstance(sequence_length, int)
+            or sequence_length < 1
+        ):
+            raise ValueError(
+                "`sequence_length` must be an integer >= 1. Received: "
+                f"sequence_length={sequence_length!r}"
+            )
+        super().__init__(
+            tokenizer=tokenizer,
+            sequence_length=sequence_length,
+            add_start_token=add_start_token,
+            add_end_token=add_end_token,
+            **kwargs,
+        )
+
+    def build(self, input_shape):
+        # The base class reads `start_token_id` & co., which the character
+        # tokenizer does not have: its examples get no start or end token.
+        tokenizer = self.tokenizer
+        self.packer = keras_hub.layers.StartEndPacker(
+            start_value=getattr(tokenizer, "start_token_id", None),
+            end_value=getattr(tokenizer, "end_token_id", None),
+            pad_value=getattr(tokenizer, "pad_token_id", None) or 0,
+            sequence_length=self.sequence_length,
+            return_padding_mask=True,
+        )
+        self.built = True
