@@ -595,8 +595,8 @@ def generate(
         sampler, top_k, top_p, seed: the keras-hub sampler and its
             parameters (see `keras_txl.training.sampling.make_sampler`).
         memory_length: int >= 1 or `None`: tokens each new token attends
-            to; `None` takes the run's `eval_memory_length` (the whole
-            context if it is 0).
+            to; `None` takes the run's `eval_memory_length` (the model's
+            memory length if it is 0).
         log: function that prints a line.
 
     Returns:
