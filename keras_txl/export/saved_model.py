@@ -9,7 +9,10 @@ Signatures (TF Serving names):
 
 - `serving_default(token_ids, memory, valid_length)` -> `{"logits",
   "memory", "valid_length"}`:
-    - `token_ids`: int32 `(batch_size, segment_length)`.
+    - `token_ids`: int32 `(batch_size, segment_length)`. The batch size is
+      dynamic (any number of streams per call, as TF Serving batches
+      requests) unless one is fixed at export; the memory shapes are
+      static.
     - `memory`: float32 `(batch_size, num_layers, memory_length,
       hidden_dim)`; entry `l` holds the inputs of layer `l` for the last
       `memory_length` positions.
@@ -18,8 +21,10 @@ Signatures (TF Serving names):
     - returns float32 `logits` `(batch_size, segment_length,
       vocabulary_size)` and the `memory` and `valid_length` to pass to the
       next call.
-- `initial_memory()` -> `{"memory", "valid_length"}`: the empty memory (all
-  zeros), to start a stream or to reset one.
+- `initial_memory(batch_size)` -> `{"memory", "valid_length"}`: the empty
+  memory (all zeros) of `batch_size` streams (an int32 scalar), to start a
+  stream or to reset one. With a batch size fixed at export it takes no
+  input: `initial_memory()`.
 
 Shapes are those given at export (`segment_length=None` accepts any
 length, e.g. a prompt, then steps of one token). Inputs of other shapes,
@@ -37,6 +42,7 @@ child process with `KERAS_BACKEND=tensorflow` (the `.keras` format is the
 same on every backend), so the call works from any backend.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -56,7 +62,7 @@ MODEL_FILENAME = "model.keras"
 
 
 def _check_export_args(batch_size, segment_length, memory_length):
-    batch_size = check_positive_int("batch_size", batch_size)
+    batch_size = check_optional_positive_int("batch_size", batch_size)
     segment_length = check_optional_positive_int(
         "segment_length", segment_length
     )
@@ -83,9 +89,9 @@ def _check_destination(path, overwrite):
 def export_saved_model(
     lm,
     path,
-    batch_size,
-    segment_length,
-    memory_length,
+    batch_size=None,
+    segment_length=None,
+    memory_length=None,
     overwrite=False,
     verbose=False,
 ):
@@ -100,11 +106,13 @@ def export_saved_model(
         path: str or path-like. Directory to write (for TF Serving, a
             numbered version directory such as `models/txl/1`). Must not
             exist, or be an empty directory, unless `overwrite=True`.
-        batch_size: int >= 1. Number of streams per call.
+        batch_size: int >= 1, or `None` (default) for any number of
+            streams per call.
         segment_length: int >= 1, or `None` for any length. Tokens per
             call.
-        memory_length: int >= 1. Memory slots carried between calls (may
-            differ from the memory the model was trained with).
+        memory_length: int >= 1, or `None` for the model's memory length.
+            Memory slots carried between calls (may differ from the memory
+            the model was trained with).
         overwrite: bool. Replace an existing export at `path`.
         verbose: bool. Print the signatures that were written.
 
@@ -121,9 +129,7 @@ def export_saved_model(
     ... )
     >>> lm = TransformerXLCausalLM(backbone)
     >>> path = os.path.join(tempfile.mkdtemp(), "txl", "1")
-    >>> path == export_saved_model(
-    ...     lm, path, batch_size=2, segment_length=4, memory_length=8
-    ... )
+    >>> path == export_saved_model(lm, path, segment_length=4)
     True
     """
     if not isinstance(lm, TransformerXLCausalLM):
@@ -131,6 +137,8 @@ def export_saved_model(
             "`lm` must be a `keras_txl.models.TransformerXLCausalLM`. "
             f"Received: lm={type(lm).__name__}"
         )
+    if memory_length is None:
+        memory_length = lm._state_memory_length
     batch_size, segment_length, memory_length = _check_export_args(
         batch_size, segment_length, memory_length
     )
@@ -158,31 +166,48 @@ def export_saved_model(
 def export_main(
     model_dir,
     out_dir,
-    batch_size,
-    segment_length,
-    memory_length,
+    batch_size=None,
+    segment_length=None,
+    memory_length=None,
     overwrite=False,
     verbose=False,
+    any_segment_length=False,
 ):
     """Exports the model saved in `model_dir/model.keras` (the CLI's
-    `keras-txl export MODEL_DIR OUT_DIR --batch-size B --segment-length T
-    --memory-length M [--overwrite]`).
+    `keras-txl export MODEL_DIR OUT_DIR [--batch-size B] [--segment-length
+    T | --any-segment-length] [--memory-length M] [--overwrite]`).
 
     The model may have been trained and saved on any backend; it is loaded
     with `safe_mode=True`. Under a backend other than TensorFlow the export
     runs in a child process with `KERAS_BACKEND=tensorflow`.
 
     Args:
-        model_dir: directory that holds `model.keras`.
+        model_dir: directory that holds `model.keras`: the `--output`
+            folder of a `keras-txl train` run, or any folder.
         out_dir: directory of the SavedModel (see `export_saved_model`).
-        batch_size, segment_length, memory_length, overwrite, verbose: see
-            `export_saved_model`.
+        batch_size: int or `None` (default): any number of streams.
+        segment_length: int or `None`: the run's segment length (from its
+            `train_config.json`), any length if there is no run config.
+        memory_length: int or `None`: the run's evaluation memory length
+            (its training memory length if that is 0), else the model's.
+        overwrite, verbose: see `export_saved_model`.
+        any_segment_length: bool. Accept any segment length (e.g. a
+            prompt, then steps of one token) instead of the run's.
 
     Returns:
         `out_dir`, as a string.
     """
-    batch_size, segment_length, memory_length = _check_export_args(
-        batch_size, segment_length, memory_length
+    run = _run_config(model_dir)
+    if segment_length is None and not any_segment_length:
+        segment_length = run.get("segment_length")
+    if any_segment_length:
+        segment_length = None
+    if memory_length is None:
+        memory_length = run.get("eval_memory_length") or run.get(
+            "memory_length"
+        )
+    batch_size, segment_length, _ = _check_export_args(
+        batch_size, segment_length, memory_length or 1
     )
     model_path = os.path.join(os.fspath(model_dir), MODEL_FILENAME)
     if not os.path.isfile(model_path):
@@ -204,6 +229,8 @@ def export_main(
         )
         return out_dir
     lm = keras.saving.load_model(model_path, safe_mode=True)
+    if memory_length is None:
+        memory_length = lm._state_memory_length
     return export_saved_model(
         lm,
         out_dir,
@@ -241,12 +268,14 @@ def _export_in_tensorflow_process(
         "export",
         os.fspath(model_dir),
         os.fspath(out_dir),
-        "--batch-size",
-        str(batch_size),
-        "--memory-length",
-        str(memory_length),
     ]
-    if segment_length is not None:
+    if batch_size is not None:
+        command += ["--batch-size", str(batch_size)]
+    if memory_length is not None:
+        command += ["--memory-length", str(memory_length)]
+    if segment_length is None:
+        command.append("--any-segment-length")
+    else:
         command += ["--segment-length", str(segment_length)]
     if overwrite:
         command.append("--overwrite")
@@ -263,16 +292,27 @@ def _export_in_tensorflow_process(
         )
 
 
+def _run_config(model_dir):
+    """The `train_config.json` of a `keras-txl train` run, or `{}`."""
+    path = os.path.join(os.fspath(model_dir), "train_config.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
 def _make_archive(lm, batch_size, segment_length, memory_length):
     import tensorflow as tf
 
-    backbone = lm.backbone
-    memory_shape = (
-        batch_size,
-        backbone.num_layers,
-        memory_length,
-        backbone.hidden_dim,
-    )
+    spec = lm.backbone.memory_spec
+    memory_shape = spec.shapes(batch_size, memory_length)["memory"]
+    # The signatures thread the paper's memory, `serve`'s arguments (not
+    # yet the compressed memory of a compressive backbone).
+    memory_signature = [
+        entry
+        for entry in spec.signature(batch_size, memory_length)
+        if entry[0] in ("memory", "valid_length")
+    ]
     token_shape = (batch_size, segment_length)
 
     def serve(token_ids, memory, valid_length):
@@ -281,6 +321,18 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
         token_ids = tf.ensure_shape(token_ids, token_shape)
         memory = tf.ensure_shape(memory, memory_shape)
         valid_length = tf.ensure_shape(valid_length, (batch_size,))
+        rows = tf.shape(token_ids)[0]
+        same_batch = [
+            tf.debugging.assert_equal(
+                tf.shape(part)[0],
+                rows,
+                message=f"{name} must have as many rows as token_ids",
+            )
+            for name, part in (
+                ("memory", memory),
+                ("valid_length", valid_length),
+            )
+        ]
         checks = [
             tf.debugging.assert_non_negative(
                 valid_length, message="valid_length must be >= 0"
@@ -293,7 +345,7 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
                 ),
             ),
         ]
-        with tf.control_dependencies(checks):
+        with tf.control_dependencies(checks + same_batch):
             valid_length = tf.identity(valid_length)
         outputs = lm(
             {
@@ -305,21 +357,24 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
         )
         return {
             "logits": outputs["logits"],  # (batch, T, vocab), float32
-            "memory": outputs["memory"],  # (batch, layers, M, hidden)
-            "valid_length": outputs["valid_length"],  # (batch,)
+            # Static memory shapes in the signature, as at the input.
+            "memory": tf.ensure_shape(
+                outputs["memory"], memory_shape
+            ),  # (batch, layers, M, hidden)
+            "valid_length": tf.ensure_shape(
+                outputs["valid_length"], (batch_size,)
+            ),  # (batch,)
         }
 
-    def initial_memory():
-        return {
-            "memory": tf.zeros(memory_shape, tf.float32),
-            "valid_length": tf.zeros((batch_size,), tf.int32),
-        }
+    def zeros(rows):
+        memory = spec.zeros(rows, memory_length)
+        return {key: memory[key] for key in ("memory", "valid_length")}
 
     if not lm.memory_state.has_state:
         # Keras traces the model's own default signature while writing the
         # archive; its carried-memory path needs a batch size. The exported
         # signatures above do not read this state.
-        lm.build_memory(batch_size)
+        lm.build_memory(batch_size or 1)
     archive = keras.export.ExportArchive()
     archive.track(lm)
     archive.add_endpoint(
@@ -327,13 +382,24 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
         serve,
         input_signature=[
             tf.TensorSpec(token_shape, tf.int32, name="token_ids"),
-            tf.TensorSpec(memory_shape, tf.float32, name="memory"),
-            tf.TensorSpec((batch_size,), tf.int32, name="valid_length"),
+            *(
+                tf.TensorSpec(shape, dtype, name=key)
+                for key, shape, dtype in memory_signature
+            ),
         ],
     )
-    archive.add_endpoint(
-        INITIAL_MEMORY_SIGNATURE, initial_memory, input_signature=[]
-    )
+    if batch_size is None:
+        archive.add_endpoint(
+            INITIAL_MEMORY_SIGNATURE,
+            zeros,
+            input_signature=[tf.TensorSpec((), tf.int32, name="batch_size")],
+        )
+    else:
+        archive.add_endpoint(
+            INITIAL_MEMORY_SIGNATURE,
+            lambda: zeros(batch_size),
+            input_signature=[],
+        )
     return archive
 
 

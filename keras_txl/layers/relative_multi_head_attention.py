@@ -369,31 +369,14 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         # same for all examples, is one (batch * T, head_dim) x (head_dim,
         # K + 1) matmul per head. Only the small (.., head_dim) tensors
         # are transposed, never the (T, K) scores.
-        def kernel(dense):
-            return ops.cast(dense.kernel, dtype)  # (dim, heads, head_dim)
-
-        scale = 1.0 / math.sqrt(self.head_dim)
-        q = _heads_first(
-            query, kernel(self.query_dense)
-        )  # (heads, batch, T, head_dim)
-        # Keys and values in one matmul over the context.
-        kv = _heads_first(
-            context,
-            ops.concatenate(
-                [kernel(self.key_dense), kernel(self.value_dense)], axis=1
-            ),
-        )  # (2 * heads, batch, K, head_dim)
-        # A split, not `kv[:heads]`: see `_shift_padded`.
-        k, v = ops.split(kv, 2, axis=0)  # (heads, batch, K, head_dim) each
-        # A zero row in front of the position embeddings gives the zero
-        # column of the relative shift for free (see `_shift_padded`).
         position_embedding = ops.cast(position_embedding, dtype)
-        position_embedding = ops.pad(
-            position_embedding, [[1, 0], [0, 0]]
-        )  # (K + 1, position_dim)
-        r = ops.einsum(
-            "kd,dnh->nhk", position_embedding, kernel(self.position_dense)
-        )  # (heads, head_dim, K + 1)
+        if self._quantized():
+            q, k, v, r = self._quantized_projections(
+                query, context, position_embedding
+            )
+        else:
+            q, k, v, r = self._projections(query, context, position_embedding)
+        scale = 1.0 / math.sqrt(self.head_dim)
 
         # u and v of eq. 4, and the 1 / sqrt(head_dim) of the scores, on
         # the queries (T x head_dim numbers, not T x K).
@@ -435,14 +418,83 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         dropped = self.dropout_layer(probs, training=training)
 
         attended = ops.matmul(dropped, v)  # (heads, batch, T, head_dim)
-        output = _heads_last(
-            attended, kernel(self.output_dense)
-        )  # (batch, T, output_dim)
+        if self._quantized():
+            output = self.output_dense(
+                ops.transpose(attended, (1, 2, 0, 3))
+            )  # (batch, T, output_dim)
+        else:
+            output = _heads_last(
+                attended, ops.cast(self.output_dense.kernel, dtype)
+            )  # (batch, T, output_dim)
         if return_attention_scores:
             return output, ops.transpose(
                 probs, (1, 0, 2, 3)
             )  # (batch, heads, T, K)
         return output
+
+    def _dense_layers(self):
+        return (
+            self.query_dense,
+            self.key_dense,
+            self.value_dense,
+            self.position_dense,
+            self.output_dense,
+        )
+
+    def _quantized(self):
+        """Whether a projection is quantized (`Layer.quantize`): its
+        kernel is then not a float matrix to multiply by, and the
+        projections run as the `EinsumDense` layers' own calls."""
+        return any(
+            dense.quantization_mode is not None
+            for dense in self._dense_layers()
+        )
+
+    def _projections(self, context_query, context, position_embedding):
+        """Queries, keys, values (heads, batch, length, head_dim) and
+        position keys (heads, head_dim, K + 1), from the float kernels in
+        as few matmuls as possible."""
+        dtype = self.compute_dtype
+
+        def kernel(dense):
+            return ops.cast(dense.kernel, dtype)  # (dim, heads, head_dim)
+
+        q = _heads_first(
+            context_query, kernel(self.query_dense)
+        )  # (heads, batch, T, head_dim)
+        # Keys and values in one matmul over the context.
+        kv = _heads_first(
+            context,
+            ops.concatenate(
+                [kernel(self.key_dense), kernel(self.value_dense)], axis=1
+            ),
+        )  # (2 * heads, batch, K, head_dim)
+        # A split, not `kv[:heads]`: see `_shift_padded`.
+        k, v = ops.split(kv, 2, axis=0)  # (heads, batch, K, head_dim) each
+        # A zero row in front of the position embeddings gives the zero
+        # column of the relative shift for free (see `_shift_padded`).
+        position_embedding = ops.pad(
+            position_embedding, [[1, 0], [0, 0]]
+        )  # (K + 1, position_dim)
+        r = ops.einsum(
+            "kd,dnh->nhk", position_embedding, kernel(self.position_dense)
+        )  # (heads, head_dim, K + 1)
+        return q, k, v, r
+
+    def _quantized_projections(self, context_query, context, position):
+        """`_projections` through the (quantized) `EinsumDense` calls."""
+
+        def heads_first(x):
+            return ops.transpose(x, (2, 0, 1, 3))  # (heads, batch, L, hd)
+
+        q = heads_first(self.query_dense(context_query))
+        k = heads_first(self.key_dense(context))
+        v = heads_first(self.value_dense(context))
+        r = ops.transpose(
+            self.position_dense(position), (1, 2, 0)
+        )  # (heads, head_dim, K)
+        r = ops.pad(r, [[0, 0], [0, 0], [1, 0]])  # (heads, head_dim, K + 1)
+        return q, k, v, r
 
     def get_config(self):
         config = super().get_config()

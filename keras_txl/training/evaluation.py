@@ -28,7 +28,7 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
         A dict: `memory_length`, `loss` (mean negative log-likelihood per
         token, nats), `bits_per_character` (`loss / ln 2`: bits per token,
         i.e. per character for byte and character tokenizers) and
-        `perplexity` (`exp(loss)`).
+        `perplexity` (`exp(loss)`; infinite for a diverged model).
 
     Example:
 
@@ -48,7 +48,7 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
         "memory_length", memory_length, allow_zero=True
     )
     if memory_length is None:
-        memory_length = lm._state_memory_length
+        memory_length = lm.carried_memory_length
     model = lm.with_memory_length(memory_length)
     if not model.compiled:
         model.compile()
@@ -60,8 +60,22 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
         "memory_length": memory_length,
         "loss": loss,
         "bits_per_character": loss / math.log(2.0),
-        "perplexity": math.exp(loss),
+        "perplexity": perplexity(loss),
     }
+
+
+def perplexity(loss):
+    """`exp(loss)`, infinite (not an `OverflowError`) for a loss above
+    ~709 nats, the largest that a float64 exponential holds; NaN stays
+    NaN.
+
+    >>> perplexity(0.0), perplexity(1e6)
+    (1.0, inf)
+    """
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf
 
 
 def evaluation_model(lm, clamp_length=None, same_length=None):
@@ -188,7 +202,7 @@ def evaluate_segments(
     return {
         "loss": loss,
         "bits_per_character": loss / math.log(2.0),
-        "perplexity": math.exp(loss),
+        "perplexity": perplexity(loss),
         "tokens": count,
         "batch_size": batch_size,
         "segment_length": segment_length,

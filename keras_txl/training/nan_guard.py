@@ -33,10 +33,13 @@ class NanGuard(keras.callbacks.TerminateOnNaN):
             training as `TerminateOnNaN` does (`model.stop_training =
             True`, other callbacks still end). `True`: raise a
             `RuntimeError` with the message at once.
+        verbose: bool. Print the message when stopping (default True);
+            `False` leaves reporting to the caller (`step`, `message`).
 
     Attributes:
         step: the step (1-based, counted from the start of `fit`) whose
             loss was not finite, or `None`.
+        loss: that loss (NaN or Inf), or `None`.
         message: the message printed or raised, or `None`.
 
     Example:
@@ -54,9 +57,11 @@ class NanGuard(keras.callbacks.TerminateOnNaN):
     2
     """
 
-    def __init__(self, raise_error=False):
+    def __init__(self, raise_error=False, verbose=True):
         super().__init__(raise_error=check_bool("raise_error", raise_error))
+        self.verbose = check_bool("verbose", verbose)
         self.step = None
+        self.loss = None
         self.message = None
         self._steps_before_epoch = 0
         self._last_step = 0
@@ -64,6 +69,7 @@ class NanGuard(keras.callbacks.TerminateOnNaN):
 
     def on_train_begin(self, logs=None):
         self.step = None
+        self.loss = None
         self.message = None
         self._steps_before_epoch = 0
         self._last_step = 0
@@ -83,6 +89,7 @@ class NanGuard(keras.callbacks.TerminateOnNaN):
             return
         where = f"step {step}" if first == step else f"steps {first}-{step}"
         self.step = step
+        self.loss = float(loss)
         self.message = (
             f"NaN or Inf loss (loss={float(loss)}) at {where} of this "
             f"`fit` (epoch {self._epoch + 1}, batch {batch + 1}); training "
@@ -90,5 +97,6 @@ class NanGuard(keras.callbacks.TerminateOnNaN):
         )
         if self.raise_error:
             raise RuntimeError(self.message)
-        print(self.message)
+        if self.verbose:
+            print(self.message)
         self.model.stop_training = True

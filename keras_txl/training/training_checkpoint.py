@@ -18,7 +18,10 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     per-step losses so far and the run's configuration (`state.json`).
 
     The folder is written under a temporary name and renamed, so a run
-    killed while saving keeps the previous checkpoint. `restore` loads it
+    killed while saving keeps the previous checkpoint. A model whose
+    weights or optimizer state hold a NaN or Inf (a diverged run) is
+    never saved: the previous checkpoint stays, and `skipped_step` records
+    the step that was not saved. `restore` loads it
     into a model built and compiled as before, and returns the step to
     continue from: the data resumes at that batch
     (`dataset.repeat().skip(step)`).
@@ -47,6 +50,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         self.history = history
         self.config = dict(config or {})
         self.strategy = strategy
+        self.saved_step = None
+        self.skipped_step = None
 
     def on_epoch_end(self, epoch, logs=None):
         # On JAX, `fit` has written its state back into the variables
@@ -54,7 +59,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         self.save()
 
     def save(self):
-        """Writes the checkpoint of the model's current state."""
+        """Writes the checkpoint of the model's current state, unless a
+        weight or optimizer variable is not finite. Returns whether it
+        wrote it."""
+        if not _all_finite(self.model):
+            self.skipped_step = self.history.step
+            return False
         temporary = self.directory + ".tmp"
         old = self.directory + ".old"
         shutil.rmtree(temporary, ignore_errors=True)
@@ -62,21 +72,20 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         model = self.model
         model.save_weights(os.path.join(temporary, WEIGHTS_FILE))
         state = model.memory_state
+        spec = state.memory_spec  # every tensor of the memory, by name
         if state.has_state and self.strategy is not None:
             replicas = self.strategy.replica_memory(model)
             np.savez(
                 os.path.join(temporary, MEMORY_FILE),
                 **{
                     key: np.concatenate([r[key] for r in replicas])
-                    for key in ("memory", "valid_length")
+                    for key in spec.keys
                 },
             )
         elif state.has_state:
-            memory = state.read()
             np.savez(
                 os.path.join(temporary, MEMORY_FILE),
-                memory=keras.ops.convert_to_numpy(memory["memory"]),
-                valid_length=keras.ops.convert_to_numpy(memory["valid_length"]),
+                **spec.flatten(state.read()),
             )
         with open(os.path.join(temporary, STATE_FILE), "w") as file:
             json.dump(
@@ -92,6 +101,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             os.replace(self.directory, old)
         os.replace(temporary, self.directory)
         shutil.rmtree(old, ignore_errors=True)
+        self.saved_step = self.history.step
+        return True
 
     @staticmethod
     def read_state(directory):
@@ -126,13 +137,24 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         model.load_weights(os.path.join(directory, WEIGHTS_FILE))
         memory_path = os.path.join(directory, MEMORY_FILE)
         if os.path.exists(memory_path):
-            with np.load(memory_path, allow_pickle=False) as memory:
-                memory = {
-                    "memory": memory["memory"],
-                    "valid_length": memory["valid_length"],
-                }
+            with np.load(memory_path, allow_pickle=False) as arrays:
+                memory = model.memory_state.memory_spec.unflatten(arrays)
             if strategy is None:
                 model.memory_state.write(memory)
             else:
                 strategy.write_memory(model, memory)
         return TrainingCheckpoint.read_state(directory)
+
+
+def _all_finite(model):
+    """Whether every float weight and optimizer variable of `model` is
+    finite (no NaN, no Inf)."""
+    variables = list(model.weights)
+    if getattr(model, "optimizer", None) is not None:
+        variables += list(model.optimizer.variables)
+    for variable in variables:
+        if "float" not in keras.backend.standardize_dtype(variable.dtype):
+            continue
+        if not np.isfinite(keras.ops.convert_to_numpy(variable.value)).all():
+            return False
+    return True

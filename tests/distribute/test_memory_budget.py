@@ -6,10 +6,10 @@ import keras
 import numpy as np
 import pytest
 
+from benchmarks.memory_budget import SMALL_CONFIGS
+from benchmarks.memory_budget import compare_with_measurement
 from keras_txl.distribute import memory_budget
 from keras_txl.distribute import parameter_count
-from keras_txl.distribute.memory_budget import SMALL_CONFIGS
-from keras_txl.distribute.memory_budget import compare_with_measurement
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
@@ -22,6 +22,32 @@ def test_parameter_count_is_the_models(tie_weights, tiny_config):
     weights = sum(int(np.prod(w.shape)) for w in lm.trainable_weights)
     assert parameter_count(backbone, tie_weights) == weights
     assert parameter_count(backbone.get_config(), tie_weights) == weights
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(cutoffs=[10, 20], div_val=2),
+        dict(position_encoding="learned_relative", max_relative_distance=3),
+        dict(
+            compressed_memory_length=2, compression_rate=2, compression="conv"
+        ),
+    ],
+    ids=["adaptive", "learned_relative", "compressive_conv"],
+)
+def test_parameter_count_of_every_backbone_is_count_params(
+    options, tiny_config
+):
+    config = dict(tiny_config, vocabulary_size=30, **options)
+    backbone = TransformerXLBackbone(**config)
+    lm = TransformerXLCausalLM(backbone)
+    lm.build()
+    expected = lm.count_params()  # no carried memory yet: all trainable
+    assert parameter_count(lm) == expected
+    assert parameter_count(backbone.get_config()) == expected
+    budget = memory_budget(lm, batch_size=2, segment_length=4)
+    assert budget["parameter_count"] == expected
+    assert budget["parameters"] == 4 * expected
 
 
 def test_state_bytes_are_the_variables(tiny_config):
@@ -97,7 +123,7 @@ def test_budget_is_within_2x_of_what_xla_measures(subprocess_env):
         result = compare_with_measurement(name, config, batch, length)
     else:
         completed = subprocess.run(
-            [sys.executable, "-m", "keras_txl.distribute.memory_budget", name],
+            [sys.executable, "-m", "benchmarks.memory_budget", name],
             env=subprocess_env("jax"),
             capture_output=True,
             text=True,

@@ -4,7 +4,8 @@ Usage: python serve_without_keras.py EXPORT_DIR INPUTS.npz OUTPUTS.npz
 
 `INPUTS.npz` holds `segments`, int32 `(num_segments, batch, T)`. The script
 threads the memory through the `serving_default` signature segment after
-segment, starting from `initial_memory`, and writes the logits, the memory
+segment, starting from `initial_memory` (given the batch size when the
+export takes any), and writes the logits, the memory
 and valid lengths after each segment, plus the error messages of two bad
 calls, to `OUTPUTS.npz`. `keras`, `keras_hub`, `keras_txl` and `tf_keras`
 are blocked before TensorFlow is imported (TensorFlow imports Keras when it
@@ -44,7 +45,12 @@ def main(export_dir, inputs_path, outputs_path):
     segments = np.load(inputs_path)["segments"]
     loaded = tf.saved_model.load(export_dir)
     serve = loaded.signatures["serving_default"]
-    state = loaded.signatures["initial_memory"]()
+    initial_memory = loaded.signatures["initial_memory"]
+    if initial_memory.structured_input_signature[1]:  # any batch size
+        rows = tf.constant(segments.shape[1], tf.int32)
+        state = initial_memory(batch_size=rows)
+    else:  # a batch size fixed at export
+        state = initial_memory()
     results = {
         "initial_memory": state["memory"].numpy(),
         "initial_valid_length": state["valid_length"].numpy(),

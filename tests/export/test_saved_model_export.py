@@ -16,52 +16,106 @@ SERVER_SCRIPT = os.path.join(
 )
 
 
+def _serve(tmp_path, path, token_segments):
+    """Runs the export at `path` in a process without Keras."""
+    rows = token_segments.shape[1]
+    inputs = tmp_path / f"inputs_{rows}.npz"
+    outputs = tmp_path / f"outputs_{rows}.npz"
+    np.savez(inputs, segments=token_segments)
+    run_python([SERVER_SCRIPT, str(path), str(inputs), str(outputs)])
+    return np.load(outputs)
+
+
 @pytest.mark.slow
 @pytest.mark.torch_ok
-def test_saved_model_served_without_keras_matches_keras(tmp_path):
+def test_one_export_serves_any_batch_size_without_keras(tmp_path):
     lm = tiny_lm()
-    batch_size, segment_length, memory_length = 2, 4, 6
-    # 4 segments of 4 tokens: the memory of 6 fills, then slides.
-    token_segments = segments(batch_size, segment_length, num_segments=4)
+    segment_length, memory_length = 4, 6
     path = tmp_path / "txl" / "1"
     path.mkdir(parents=True)
     (path / "old_export.txt").write_text("an older export")
     with pytest.raises(FileExistsError, match="overwrite=True"):
-        export_saved_model(lm, path, batch_size, segment_length, memory_length)
+        export_saved_model(
+            lm, path, None, segment_length, memory_length=memory_length
+        )
     export_saved_model(
-        lm, path, batch_size, segment_length, memory_length, overwrite=True
+        lm, path, None, segment_length, memory_length, overwrite=True
     )
     assert not (path / "old_export.txt").exists()
     assert (path / "saved_model.pb").is_file()
 
-    inputs, outputs = tmp_path / "inputs.npz", tmp_path / "outputs.npz"
-    np.savez(inputs, segments=token_segments)
-    run_python([SERVER_SCRIPT, str(path), str(inputs), str(outputs)])
-    served = np.load(outputs)
+    # The same export, batches of 1 and 3 streams (TF Serving batches
+    # requests of any size); 4 segments of 4 tokens: the memory of 6
+    # fills, then slides.
+    for batch_size in (1, 3):
+        token_segments = segments(batch_size, segment_length, num_segments=4)
+        served = _serve(tmp_path, path, token_segments)
+        assert served["loaded_blocked_modules"].tolist() == []
+        assert served["signatures"].tolist() == [
+            "initial_memory",
+            "serving_default",
+        ]
+        np.testing.assert_array_equal(
+            served["initial_memory"],
+            np.zeros((batch_size, 2, memory_length, 16)),
+        )
+        np.testing.assert_array_equal(
+            served["initial_valid_length"], [0] * batch_size
+        )
+        logits, valid_lengths, final_memory = keras_segment_loop(
+            lm, token_segments, memory_length
+        )
+        assert served["logits"].shape == (4, batch_size, segment_length, 37)
+        np.testing.assert_allclose(served["logits"], logits, atol=1e-4)
+        np.testing.assert_array_equal(served["valid_length"], valid_lengths)
+        np.testing.assert_array_equal(valid_lengths[:, 0], [4, 6, 6, 6])
+        np.testing.assert_allclose(
+            served["final_memory"], final_memory, atol=1e-4
+        )
+        # Calls that do not fit the export fail with names and shapes.
+        shape_error = str(served["wrong_shape_error"])
+        assert "token_ids" in shape_error, shape_error
+        assert f"[{batch_size},5]" in shape_error, shape_error
+        assert "[?,4]" in shape_error, shape_error
+        valid_error = str(served["wrong_valid_length_error"])
+        assert "valid_length must be <= memory_length=6" in valid_error
 
-    assert served["loaded_blocked_modules"].tolist() == []
-    assert served["signatures"].tolist() == [
-        "initial_memory",
-        "serving_default",
-    ]
-    np.testing.assert_array_equal(
-        served["initial_memory"], np.zeros((batch_size, 2, memory_length, 16))
-    )
-    np.testing.assert_array_equal(served["initial_valid_length"], [0, 0])
-    logits, valid_lengths, final_memory = keras_segment_loop(
-        lm, token_segments, memory_length
-    )
-    assert served["logits"].shape == (4, batch_size, segment_length, 37)
-    np.testing.assert_allclose(served["logits"], logits, atol=1e-4)
-    np.testing.assert_array_equal(served["valid_length"], valid_lengths)
-    np.testing.assert_array_equal(valid_lengths[:, 0], [4, 6, 6, 6])
-    np.testing.assert_allclose(served["final_memory"], final_memory, atol=1e-4)
-    # Calls that do not fit the export fail with names and shapes.
-    shape_error = str(served["wrong_shape_error"])
-    assert "token_ids" in shape_error and "[2,5]" in shape_error, shape_error
-    assert "[2,4]" in shape_error, shape_error
-    valid_error = str(served["wrong_valid_length_error"])
-    assert "valid_length must be <= memory_length=6" in valid_error
+
+def test_signatures_have_dynamic_batch_and_static_memory(tmp_path):
+    import tensorflow as tf
+
+    lm = tiny_lm()
+    path = tmp_path / "out"
+    export_saved_model(lm, path, segment_length=4, memory_length=6)
+    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
+    inputs = serve.structured_input_signature[1]
+    assert inputs["token_ids"].shape.as_list() == [None, 4]
+    assert inputs["memory"].shape.as_list() == [None, 2, 6, 16]
+    assert inputs["valid_length"].shape.as_list() == [None]
+    outputs = serve.structured_outputs
+    assert outputs["memory"].shape.as_list() == [None, 2, 6, 16]
+    assert outputs["logits"].shape.as_list() == [None, 4, 37]
+
+
+def test_export_command_takes_lengths_from_the_run(tmp_path):
+    import json
+
+    import tensorflow as tf
+
+    from keras_txl.app import cli
+
+    lm = tiny_lm()
+    run = tmp_path / "run"
+    run.mkdir()
+    lm.save(str(run / "model.keras"))
+    config = {"segment_length": 3, "memory_length": 4, "eval_memory_length": 7}
+    (run / "train_config.json").write_text(json.dumps(config))
+    out = tmp_path / "serving" / "1"
+    assert cli.main(["export", str(run), str(out)]) == 0
+    serve = tf.saved_model.load(str(out)).signatures["serving_default"]
+    inputs = serve.structured_input_signature[1]
+    assert inputs["token_ids"].shape.as_list() == [None, 3]
+    assert inputs["memory"].shape.as_list() == [None, 2, 7, 16]
 
 
 @pytest.mark.slow
@@ -114,6 +168,4 @@ def test_export_rejects_bad_arguments(tmp_path):
         export_saved_model(lm.backbone, path, 2, 4, memory_length=4)
     with pytest.raises(FileNotFoundError, match="model.keras"):
         export_main(tmp_path, path, 2, 4, memory_length=4)
-    with pytest.raises(ValueError, match="memory_length"):
-        export_main(tmp_path, path, 2, 4, memory_length=None)
     assert not path.exists()

@@ -8,6 +8,7 @@ language models.
     keras-txl evaluate DIR [--corpus FILE] [--memory-length M]
         [--segment-length T --clamp-length C --same-length tensorflow
          --memory-start zeros]     # the paper's protocol
+    keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
     keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
 
 Errors (a missing or short corpus, a bad option, an output folder that
@@ -72,10 +73,11 @@ def _jit_compile(text):
 
 
 def _train_parser(subparsers):
+    from keras_txl.app.presets import PRESETS
+    from keras_txl.app.presets import describe
+    from keras_txl.app.train_config import DATASETS
+    from keras_txl.app.train_config import TOKENIZERS
     from keras_txl.distribute import STRATEGY_NAMES
-    from keras_txl.training.presets import PRESETS
-    from keras_txl.training.train_config import DATASETS
-    from keras_txl.training.train_config import TOKENIZERS
 
     parser = subparsers.add_parser(
         "train",
@@ -93,7 +95,13 @@ def _train_parser(subparsers):
         "--dataset benchmark",
     )
     parser.add_argument("--dataset", choices=DATASETS, default="builtin")
-    parser.add_argument("--preset", choices=tuple(PRESETS), default="tiny")
+    parser.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default="tiny",
+        help="model size and training defaults (default tiny): "
+        + "; ".join(f"{name}: {describe(name)}" for name in PRESETS),
+    )
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
@@ -122,6 +130,15 @@ def _train_parser(subparsers):
         type=_number(0.0, 1.0, False),
         default=0.1,
         help="end of the text held out for validation (default 0.1)",
+    )
+    parser.add_argument(
+        "--valid-tokens",
+        type=_integer(0),
+        default=200_000,
+        metavar="N",
+        help="validation tokens evaluated after training, at each memory "
+        "length (default 200000; 0: the whole split, as `keras-txl "
+        "evaluate` does)",
     )
     parser.add_argument("--seed", type=_integer(0), default=0)
     parser.add_argument(
@@ -211,8 +228,8 @@ def _train_parser(subparsers):
 
 
 def _train(args):
-    from keras_txl.training.run import train
-    from keras_txl.training.train_config import TrainConfig
+    from keras_txl.app.run import train
+    from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
     config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
@@ -221,7 +238,7 @@ def _train(args):
 
 
 def _generate_parser(subparsers):
-    from keras_txl.training.sampling import SAMPLERS
+    from keras_txl.app.sampling import SAMPLERS
 
     parser = subparsers.add_parser(
         "generate",
@@ -276,7 +293,7 @@ def _generate_parser(subparsers):
 
 
 def _evaluate(args):
-    from keras_txl.training.run import evaluate
+    from keras_txl.app.run import evaluate
 
     evaluate(
         args.model_dir,
@@ -285,18 +302,19 @@ def _evaluate(args):
         segment_length=args.segment_length,
         batch_size=args.batch_size,
         metrics_json=args.metrics_json,
-        split=args.split,
         clamp_length=args.clamp_length,
         same_length={"off": False, None: None}.get(
             args.same_length, args.same_length
         ),
         memory_start=args.memory_start,
+        dataset=args.dataset,
+        split=args.split,
     )
     return 0
 
 
 def _generate(args):
-    from keras_txl.training.run import generate
+    from keras_txl.app.run import generate
 
     if not args.prompt:
         raise ValueError("--prompt must not be empty.")
@@ -324,6 +342,7 @@ def _export(args):
         memory_length=args.memory_length,
         overwrite=args.overwrite,
         verbose=args.verbose,
+        any_segment_length=args.any_segment_length,
     )
     return 0
 
@@ -343,22 +362,30 @@ def make_parser():
 
     evaluate = subparsers.add_parser(
         "evaluate",
-        help="bits per character of a saved model on a text",
-        description="Scores a text with a saved run: by default a part of "
-        "the run's own corpus with the run's tokenizer, segment length, "
+        help="bits per character of a saved model on a text, with a "
+        "progress bar",
+        description="Scores a text with a saved run. With the run folder "
+        "alone: the run's own corpus (its test part when it has one, else "
+        "its validation text) with the run's tokenizer, segment length, "
         "batch size and evaluation memory.",
     )
     evaluate.add_argument("model_dir", metavar="MODEL_DIR")
     evaluate.add_argument(
         "--corpus",
-        help="text file to score, all of it (default: the run's corpus, "
-        "see --split)",
+        help="text file (all of it), or with --dataset the local copy of "
+        "the benchmark",
+    )
+    evaluate.add_argument(
+        "--dataset",
+        choices=("builtin", "enwik8", "text8", "wikitext103"),
+        help="score a split of this corpus (builtin: the --corpus file "
+        "split as in training) instead of a whole file",
     )
     evaluate.add_argument(
         "--split",
         choices=("valid", "test"),
-        help="part of the run's corpus (default: test when it has one, "
-        "as the benchmarks; else the validation text the run held out)",
+        help="split of --dataset or of the run's corpus (default: test "
+        "when there is one, else valid)",
     )
     evaluate.add_argument(
         "--memory-length",
@@ -397,13 +424,27 @@ def make_parser():
     )
     export.add_argument("model_dir", metavar="MODEL_DIR")
     export.add_argument("out_dir", metavar="OUT_DIR")
-    export.add_argument("--batch-size", type=_integer(1), required=True)
     export.add_argument(
+        "--batch-size",
+        type=_integer(1),
+        help="fixed number of streams per call (default: any)",
+    )
+    lengths = export.add_mutually_exclusive_group()
+    lengths.add_argument(
         "--segment-length",
         type=_integer(1),
-        help="fixed segment length T (default: any length)",
+        help="fixed segment length T (default: the run's)",
     )
-    export.add_argument("--memory-length", type=_integer(1), required=True)
+    lengths.add_argument(
+        "--any-segment-length",
+        action="store_true",
+        help="accept segments of any length (a prompt, then single tokens)",
+    )
+    export.add_argument(
+        "--memory-length",
+        type=_integer(1),
+        help="memory slots (default: the run's evaluation memory length)",
+    )
     export.add_argument("--overwrite", action="store_true")
     export.add_argument(
         "--verbose",
@@ -412,19 +453,28 @@ def make_parser():
     )
     export.set_defaults(run=_export)
 
-    from keras_txl.ablation.cli import add_ablate_parser
-    from keras_txl.ablation.cli import add_recl_parser
+    from keras_txl.app.ablation_cli import add_ablate_parser
+    from keras_txl.app.ablation_cli import add_recl_parser
 
     add_ablate_parser(subparsers)
     add_recl_parser(subparsers)
     return parser
 
 
+def _diverged_error():
+    from keras_txl.training.training_diverged import TrainingDiverged
+
+    return TrainingDiverged
+
+
 def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
     returns the exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.command == "evaluate" and args.corpus is args.dataset is None:
+        parser.error("evaluate needs --corpus FILE (or --dataset NAME)")
     try:
         return args.run(args)
     except KeyboardInterrupt:
@@ -434,7 +484,7 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 130
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, _diverged_error()) as error:
         if os.environ.get("KERAS_TXL_DEBUG"):
             raise
         message = " ".join(str(error).split()) or type(error).__name__

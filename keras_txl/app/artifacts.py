@@ -36,23 +36,24 @@ def save_model(lm, directory):
     """Saves `lm` for inference as `directory/model.keras` (written under a
     temporary name, then renamed).
 
-    The file holds the weights, not the optimizer's state (the training
-    checkpoint keeps that for `--resume`): it is a third of the size, and
-    loads into the freshly compiled model of `load_model` cleanly.
+    The file holds the weights and the trained optimizer (its variables
+    and schedule): `keras.saving.load_model(path)` restores both, with no
+    warning, on every backend. The memory carried between batches is
+    never saved (see `MemoryState`): the loaded model takes any batch
+    size.
     """
     path = os.path.join(os.fspath(directory), MODEL_FILE)
     temporary = os.path.join(
         os.fspath(directory), f".model-{os.getpid()}.tmp.keras"
     )
-    # Same weights, a fresh (unbuilt) optimizer.
-    lm.with_memory_length(lm._state_memory_length).save(temporary)
+    lm.save(temporary)
     os.replace(temporary, path)
     return path
 
 
 def load_model(directory):
-    """The `TransformerXLCausalLM` of `directory/model.keras`, compiled with
-    the default loss, metrics and optimizer."""
+    """The `TransformerXLCausalLM` of `directory/model.keras`, compiled as
+    it was trained, with the trained optimizer's state."""
     import keras_txl.models  # noqa: F401 (registers the classes)
 
     path = os.path.join(os.fspath(directory), MODEL_FILE)
@@ -61,8 +62,10 @@ def load_model(directory):
             f"No model in '{os.fspath(directory)}': {MODEL_FILE} is missing. "
             "Pass the --output folder of a finished `keras-txl train` run."
         )
-    # Compiled with the defaults by its constructor.
-    return keras.saving.load_model(path, compile=False)
+    # `compile=True` restores the trained optimizer; with `compile=False`
+    # the constructor's fresh one meets the saved state and Keras warns
+    # that it skips it.
+    return keras.saving.load_model(path)
 
 
 def save_tokenizer(tokenizer, directory):

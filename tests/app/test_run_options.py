@@ -9,13 +9,13 @@ import os
 import keras
 import pytest
 
-from keras_txl.cli import make_parser
-from keras_txl.training import artifacts
-from keras_txl.training.memory_reset import MemoryReset
-from keras_txl.training.run import fit_language_model
-from keras_txl.training.run import train
-from keras_txl.training.train_config import ConfigError
-from keras_txl.training.train_config import TrainConfig
+from keras_txl.app import artifacts
+from keras_txl.app.cli import make_parser
+from keras_txl.app.run import fit_language_model
+from keras_txl.app.run import train
+from keras_txl.app.train_config import ConfigError
+from keras_txl.app.train_config import TrainConfig
+from keras_txl.models.memory_reset import MemoryReset
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. "

@@ -2,7 +2,7 @@
 
 Each function takes plain arguments, prints its progress through `log`
 and returns its results as a dict, so that the command line
-(`keras_txl.cli`) only parses options and reports errors.
+(`keras_txl.app.cli`) only parses options and reports errors.
 """
 
 import contextlib
@@ -13,48 +13,48 @@ import time
 
 import keras
 
+from keras_txl.app import artifacts
+from keras_txl.app.plots import plot_bpc_vs_memory
+from keras_txl.app.plots import plot_training_curve
+from keras_txl.app.presets import PRESETS
+from keras_txl.app.presets import build_language_model
+from keras_txl.app.sampling import generate_text
+from keras_txl.app.sampling import make_sampler
+from keras_txl.app.train_config import ConfigError
+from keras_txl.app.train_config import TrainConfig
 from keras_txl.distribute import memory_budget
-from keras_txl.training import artifacts
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
-from keras_txl.training.memory_reset import MemoryReset
+from keras_txl.training.nan_guard import NanGuard
 from keras_txl.training.periodic_validation import PeriodicValidation
-from keras_txl.training.plots import plot_bpc_vs_memory
-from keras_txl.training.plots import plot_training_curve
-from keras_txl.training.presets import PRESETS
-from keras_txl.training.presets import build_language_model
-from keras_txl.training.sampling import generate_text
-from keras_txl.training.sampling import make_sampler
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
-from keras_txl.training.train_config import ConfigError
-from keras_txl.training.train_config import TrainConfig
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
+from keras_txl.training.training_diverged import TrainingDiverged
 
 METRICS_FILE = "metrics.json"
 STEPS_CSV = "steps.csv"  # one row per training step (or execution)
 CURVE_PNG = "training_curve.png"
 MEMORY_PNG = "bpc_vs_memory.png"
 SAMPLE_TOKENS = 200  # tokens of the sample printed after training
+PROMPT_TOKENS = 40  # validation tokens that prompt the sample
 
 
-def load_splits(config):
-    """`TextSplits(train, valid, test)` of the run's corpus."""
+def load_corpus(config, tokenizer=None, log=print):
+    """`CorpusIds(tokenizer, train, valid, test)` of the run's corpus:
+    files are tokenized once into the token cache and memory-mapped."""
     from keras_txl import data
 
-    if config.dataset == "builtin":
-        if config.corpus is None:
-            text = data.builtin_corpus()
-        else:
-            text = data.load_text(config.corpus)
-        return data.split_text(text, config.valid_fraction, 0.0)
-    loaders = {
-        "enwik8": data.load_enwik8,
-        "text8": data.load_text8,
-        "wikitext103": data.load_wikitext103,
-    }
-    return loaders[config.dataset](path=config.corpus)
+    return data.load_corpus_ids(
+        config.dataset,
+        config.corpus,
+        kind=config.tokenizer,
+        valid_fraction=config.valid_fraction,
+        tokenizer=tokenizer,
+        log=log,
+    )
 
 
 def _corpus_name(config):
@@ -185,16 +185,23 @@ def fit_language_model(config, callbacks=(), log=print):
     output = config.output
     batch, length = config.batch_size, config.segment_length
 
-    splits = load_splits(config)
-    if config.resume:
-        tokenizer = artifacts.load_tokenizer(output)
-    else:
-        text = splits.train + splits.valid + splits.test
-        tokenizer = data.make_tokenizer(config.tokenizer, text)
+    loading = time.perf_counter()
+    corpus = load_corpus(
+        config,
+        artifacts.load_tokenizer(output) if config.resume else None,
+        log,
+    )
+    tokenizer, train_ids, valid_ids = (
+        corpus.tokenizer,
+        corpus.train,
+        corpus.valid,
+    )
+    if not config.resume:
         artifacts.save_tokenizer(tokenizer, output)
     vocabulary_size = int(tokenizer.vocabulary_size())
-    train_ids = data.encode(tokenizer, splits.train)
-    valid_ids = data.encode(tokenizer, splits.valid)
+    all_valid = len(valid_ids)
+    if config.valid_tokens and all_valid > config.valid_tokens:
+        valid_ids = valid_ids[: config.valid_tokens]
     train_data = _segments(
         train_ids, batch, length, vocabulary_size, "training"
     )
@@ -204,9 +211,10 @@ def fit_language_model(config, callbacks=(), log=print):
     )
     steps_per_pass = data.num_batches(len(train_ids), batch, length)
     log(
-        f"Corpus: {len(train_ids):,} training and {len(valid_ids):,} "
+        f"Corpus: {len(train_ids):,} training and {all_valid:,} "
         f"validation tokens ({config.tokenizer}, vocabulary "
-        f"{vocabulary_size}); {steps_per_pass} steps per pass."
+        f"{vocabulary_size}; ready in {time.perf_counter() - loading:.1f} "
+        f"s); {steps_per_pass} steps per pass."
     )
 
     with _scope(strategy):
@@ -221,12 +229,13 @@ def fit_language_model(config, callbacks=(), log=print):
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
         )
+        lm.build()  # its weights, for the budget below
         if strategy is not None:
             strategy.build_memory(lm, batch)
             train_data = strategy.distribute_dataset(train_data)
     replicas = 1 if strategy is None else strategy.num_replicas
     budget = memory_budget(
-        lm.backbone,
+        lm,
         batch,
         length,
         replicas=replicas,
@@ -288,6 +297,10 @@ def fit_language_model(config, callbacks=(), log=print):
         )
         log(f"TensorBoard logs: tensorboard --logdir {config.tensorboard}")
     train_seconds = 0.0
+    guard = NanGuard(verbose=False)
+    checkpoint = TrainingCheckpoint(
+        checkpoint_dir, history, run_config, strategy
+    )
     if start_step < config.steps:
         per_epoch = min(config.steps_per_epoch, config.steps)
         fit_started = time.perf_counter()
@@ -302,14 +315,15 @@ def fit_language_model(config, callbacks=(), log=print):
                 callbacks=[
                     MemoryReset(steps_per_pass, initial_step=start_step),
                     history,
-                    TrainingCheckpoint(
-                        checkpoint_dir, history, run_config, strategy
-                    ),
+                    guard,
+                    checkpoint,
                     *logging,
                     *callbacks,
                 ],
             )
         train_seconds = time.perf_counter() - fit_started
+    if guard.step is not None:
+        raise _diverged(guard, checkpoint, start_step, config)
     finished = history.step >= config.steps
     if not finished:
         # A callback stopped the run; its checkpoint is the step reached.
@@ -320,7 +334,7 @@ def fit_language_model(config, callbacks=(), log=print):
     return {
         "lm": lm,
         "tokenizer": tokenizer,
-        "splits": splits,
+        "corpus": corpus,
         "config": config,
         "run_config": run_config,
         "history": history,
@@ -331,6 +345,34 @@ def fit_language_model(config, callbacks=(), log=print):
         "finished": finished,
         "validation": [] if validation is None else validation.results,
     }
+
+
+def _diverged(guard, checkpoint, start_step, config):
+    """The `TrainingDiverged` error of a run that `guard` stopped."""
+    step = start_step + guard.step
+    kept = checkpoint.saved_step
+    if kept is None and config.resume:
+        kept = start_step
+    where = f"--output {config.output}"
+    if kept is None:
+        advice = (
+            "no checkpoint was written before it: start again with a lower "
+            f"--learning-rate (now {config.learning_rate}) and {where} "
+            "--overwrite"
+        )
+    else:
+        advice = (
+            f"the checkpoint of step {kept} is kept: `keras-txl train "
+            f"{where} --resume` continues from it, or start again with a "
+            f"lower --learning-rate (now {config.learning_rate}) and "
+            "--overwrite"
+        )
+    return TrainingDiverged(
+        f"training diverged: loss {guard.loss} at step {step} of "
+        f"{config.steps}; {advice}.",
+        step=step,
+        checkpoint_step=kept,
+    )
 
 
 def train(config, callbacks=(), log=print):
@@ -355,14 +397,20 @@ def train(config, callbacks=(), log=print):
     history = run["history"]
     if not run["finished"]:
         return {"steps": history.step, "train_loss": history.losses}
-    lm, tokenizer, splits = run["lm"], run["tokenizer"], run["splits"]
+    lm, tokenizer, corpus = run["lm"], run["tokenizer"], run["corpus"]
     config, run_config = run["config"], run["run_config"]
     valid_ids, valid_data = run["valid_ids"], run["valid_data"]
     output, length = config.output, config.segment_length
 
-    log(f"Validation ({len(valid_ids):,} tokens, segments of {length}):")
+    budget = (
+        f"the first {len(valid_ids):,} of {len(corpus.valid):,} tokens "
+        "(--valid-tokens 0: all)"
+        if len(valid_ids) < len(corpus.valid)
+        else f"{len(valid_ids):,} tokens"
+    )
+    log(f"Validation ({budget}, segments of {length}):")
     table = []
-    verbose = 1 if config.verbose == 1 else 0
+    verbose = min(config.verbose, 1)
     lengths = eval_memory_lengths(config)
     for number, memory_length in enumerate(lengths, 1):
         if verbose:
@@ -395,7 +443,12 @@ def train(config, callbacks=(), log=print):
         length,
         config.memory_length,
     )
-    prompt = splits.valid[:40] or splits.train[:40]
+    prompt_ids = (
+        corpus.valid[:PROMPT_TOKENS]
+        if len(corpus.valid)
+        else (corpus.train[:PROMPT_TOKENS])
+    )
+    prompt = data.decode(tokenizer, prompt_ids)
     sample = generate_text(
         lm,
         tokenizer,
@@ -446,46 +499,6 @@ def _run_config(model_dir):
     return artifacts.read_json(path) if os.path.exists(path) else {}
 
 
-def run_text(model_dir, split=None):
-    """`(text, name)` of a part of the corpus a run was trained on.
-
-    Args:
-        model_dir: the `--output` folder of a `keras-txl train` run.
-        split: `"valid"`, `"test"` or `None`: the test part when the
-            corpus has one (the benchmarks), else the validation part (a
-            text file, of which the run held out `valid_fraction`).
-
-    Returns:
-        The text and a name for it, e.g. `"enwik8 corpus (test)"`.
-    """
-    saved = _run_config(model_dir)
-    if not saved:
-        raise ConfigError(
-            f"'{model_dir}' has no {artifacts.CONFIG_FILE}: give the text "
-            "to evaluate with --corpus."
-        )
-    fields = set(TrainConfig.__dataclass_fields__)
-    config = TrainConfig(**{k: v for k, v in saved.items() if k in fields})
-    try:
-        splits = load_splits(config)
-    except OSError as error:
-        raise ConfigError(
-            f"The run's corpus cannot be read ({error}): give the text to "
-            "evaluate with --corpus."
-        ) from None
-    if split is None:
-        split = "test" if splits.test else "valid"
-    if split not in ("valid", "test"):
-        raise ConfigError(f"--split must be valid or test. Received: {split!r}")
-    text = getattr(splits, split)
-    if not text:
-        raise ConfigError(
-            f"The run's corpus has no {split} part: use --split valid or "
-            "--corpus."
-        )
-    return text, f"{_corpus_name(config)} ({split})"
-
-
 def evaluate(
     model_dir,
     corpus=None,
@@ -493,30 +506,48 @@ def evaluate(
     segment_length=None,
     batch_size=None,
     metrics_json=None,
-    log=print,
+    dataset=None,
     split=None,
+    verbose=1,
+    log=print,
     clamp_length=None,
     same_length=None,
     memory_start=None,
 ):
-    """Bits per character of a saved model on a text, with memory.
+    """Bits per character of a saved model on a whole text, with memory.
+
+    The paper's protocol: the whole split as ordered segments, the memory
+    carried from segment to segment (longer than in training by default:
+    the run's `eval_memory_length`), with a progress bar. The text is
+    tokenized once into the token cache and memory-mapped.
 
     Args:
         model_dir: the `--output` folder of a `keras-txl train` run.
-        corpus: path of the text to score (all of it); `None`: a part of
-            the run's own corpus (`split`).
+        corpus: path of the text to score (all of it), or with `dataset`
+            the local copy of the benchmark (`None`: downloaded).
         memory_length: evaluation memory; `None`: the run's
             `eval_memory_length`.
         segment_length, batch_size: `None`: the run's segment length and
             batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
+        dataset: optional `"enwik8"`, `"text8"`, `"wikitext103"` or
+            `"builtin"` (with `corpus`: the text file the run held
+            `valid_fraction` of): score its `split` instead of a file.
+        split: `"valid"`, `"test"` or `None` (test when the corpus has
+            one, as the benchmarks; else the validation text, e.g. of a
+            text file the run held `valid_fraction` of) of `dataset`.
+        verbose: Keras verbosity of the evaluation (1: a progress bar).
         log: function that prints a line.
-        split: with `corpus=None`, `"valid"` or `"test"` (see `run_text`).
         clamp_length, same_length, memory_start: the paper's evaluation
             protocol. If any is set, the text is scored by
             `keras_txl.training.evaluation.evaluate_segments` (explicit
             memory from `memory_start`, `"empty"` by default; `None` keeps
             the model's `clamp_length` / `same_length`).
+
+    With neither `corpus` nor `dataset`, the run folder alone says what to
+    score: the run's own corpus (its `dataset` and `corpus` in
+    `config.json`), with the run's tokenizer, segment length, batch size
+    and evaluation memory.
 
     Returns:
         The `evaluate_bpc` (or `evaluate_segments`) dict, with `tokens`
@@ -524,19 +555,38 @@ def evaluate(
     """
     from keras_txl import data
 
-    if corpus is None:
-        text, name = run_text(model_dir, split)
-    elif split is not None:
-        raise ConfigError(
-            "--split picks a part of the run's corpus; with --corpus the "
-            "whole file is scored. Give one of them."
-        )
-    else:
-        text, name = data.load_text(corpus), os.fspath(corpus)
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     run_config = _run_config(model_dir)
-    ids = data.encode(tokenizer, text)
+    if dataset is None and corpus is None:
+        # The run folder alone: the corpus the run was trained on.
+        dataset = run_config.get("dataset", "builtin")
+        corpus = run_config.get("corpus")
+    if dataset is not None:
+        if split not in (None, "valid", "test"):
+            raise ConfigError(
+                f"--split must be valid or test. Received: {split!r}"
+            )
+        splits = data.load_corpus_ids(
+            dataset,
+            corpus,
+            valid_fraction=run_config.get("valid_fraction", 0.1),
+            tokenizer=tokenizer,
+            log=log,
+        )
+        if split is None:
+            split = "test" if len(splits.test) else "valid"
+        ids = getattr(splits, split)
+        if not len(ids):
+            raise ConfigError(
+                f"The {dataset} corpus has no {split} part: use --split "
+                "valid, or --corpus FILE."
+            )
+        name = f"{dataset} {split}"
+    else:
+        source = data.TextSource(os.path.abspath(os.fspath(corpus)))
+        ids = data.cached_token_ids(tokenizer, source, log=log)
+        name = os.fspath(corpus)
     length = segment_length or run_config.get("segment_length", 64)
     if memory_length is None:
         memory_length = run_config.get(
@@ -545,8 +595,12 @@ def evaluate(
     rows = eval_batch_size(
         len(ids), batch_size or run_config.get("batch_size", 16), length
     )
-    dataset = _segments(
+    dataset_ = _segments(
         ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
+    )
+    log(
+        f"Evaluating {name}: {len(ids):,} tokens, {rows} streams, segments "
+        f"of {length}, memory {memory_length}."
     )
     if (clamp_length, same_length, memory_start) != (None, None, None):
         result = evaluate_segments(
@@ -561,7 +615,7 @@ def evaluate(
             log=log,
         )
     else:
-        result = evaluate_bpc(lm, dataset, memory_length)
+        result = evaluate_bpc(lm, dataset_, memory_length, verbose=verbose)
     result.setdefault("tokens", int(len(ids)))
     result["text"] = name
     log(
@@ -593,7 +647,7 @@ def generate(
         max_length: int. Tokens of prompt and continuation together (the
             `max_length` of `keras_hub.models.CausalLM.generate`).
         sampler, top_k, top_p, seed: the keras-hub sampler and its
-            parameters (see `keras_txl.training.sampling.make_sampler`).
+            parameters (see `keras_txl.app.sampling.make_sampler`).
         memory_length: int >= 1 or `None`: tokens each new token attends
             to; `None` takes the run's `eval_memory_length` (the model's
             memory length if it is 0).

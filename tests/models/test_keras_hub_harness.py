@@ -1,0 +1,105 @@
+"""The backbone and the LM under keras-hub's own test harness
+(`keras_hub.src.tests.test_case.TestCase`): serialization, eager and
+compiled calls, variable lengths, quantization policies, `.keras` saving,
+and the task test (predict and fit on strings through the preprocessor)."""
+
+import keras
+import numpy as np
+import pytest
+from keras_hub.src.tests.test_case import TestCase
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+from keras_txl.models import TransformerXLCausalLMPreprocessor
+from keras_txl.models import TransformerXLTokenizer
+
+_BACKBONE = dict(
+    vocabulary_size=12,
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=8,
+    head_dim=4,
+    intermediate_dim=16,
+    memory_length=3,
+)
+
+
+def _inputs(batch=2, length=5, memory_length=3):
+    rng = np.random.default_rng(0)
+    return {
+        "token_ids": rng.integers(0, 12, (batch, length)).astype("int32"),
+        "memory": rng.normal(size=(batch, 2, memory_length, 8)).astype(
+            "float32"
+        ),
+        "valid_length": np.full((batch,), memory_length, "int32"),
+    }
+
+
+@keras.saving.register_keras_serializable(package="keras_txl_tests")
+class TaskUnderTest(TransformerXLCausalLM):
+    """`run_task_test` reads `_inputs_struct`, which only functional
+    models have; the LM is subclassed, and these are the inputs its
+    preprocessor gives it."""
+
+    @property
+    def _inputs_struct(self):
+        return {"token_ids": None, "padding_mask": None}
+
+
+class KerasHubHarnessTest(TestCase):
+    @pytest.mark.slow
+    def test_backbone(self):
+        data = _inputs()
+        self.run_backbone_test(
+            cls=TransformerXLBackbone,
+            init_kwargs=dict(_BACKBONE),
+            input_data=data,
+            expected_output_shape={
+                "sequence_output": (2, 5, 8),
+                "memory": (2, 2, 3, 8),
+                "valid_length": (2,),
+            },
+            # keras-hub slices axis 1 of every input, which is the layer
+            # axis of the memory: only the segment length varies here.
+            variable_length_data=[
+                dict(data, token_ids=data["token_ids"][:, :length])
+                for length in (1, 2, 4)
+            ],
+            # The memory output stays float32 under mixed precision (the
+            # carried state's dtype, see the issue's item 2): the
+            # precision check of keras-hub would fail on it.
+            run_mixed_precision_check=False,
+        )
+
+    @pytest.mark.slow
+    def test_backbone_saving(self):
+        self.run_model_saving_test(
+            cls=TransformerXLBackbone,
+            init_kwargs=dict(_BACKBONE),
+            input_data=_inputs(),
+        )
+
+    @pytest.mark.slow
+    def test_causal_lm_saving(self):
+        keras.utils.set_random_seed(0)
+        self.run_model_saving_test(
+            cls=TransformerXLCausalLM,
+            init_kwargs={"backbone": TransformerXLBackbone(**_BACKBONE)},
+            input_data=_inputs(),
+        )
+
+    @pytest.mark.slow
+    def test_causal_lm_task(self):
+        tokenizer = TransformerXLTokenizer(
+            ["<eos>", "<unk>", "a", "b", "c", "d", "e", "f", "g", "h"]
+        )
+        preprocessor = TransformerXLCausalLMPreprocessor(
+            tokenizer, sequence_length=6
+        )
+        backbone = TransformerXLBackbone(**dict(_BACKBONE, vocabulary_size=10))
+        self.run_task_test(
+            cls=TaskUnderTest,
+            init_kwargs={"backbone": backbone, "preprocessor": preprocessor},
+            train_data=(["a b c", "d e f g", "h a", "b b b b b b b"],),
+            expected_output_shape=(4, 6, 10),
+        )
