@@ -39,9 +39,10 @@ ARCHITECTURES = {
 def describe(name):
     """A one-line description of preset `name`'s model size."""
     size = ARCHITECTURES[name]
+    layers = size["num_layers"]
     return (
-        f"{size['num_layers']} layers x {size['hidden_dim']} wide, "
-        f"{size['num_heads']} heads"
+        f"{layers} layer{'s' if layers > 1 else ''} x {size['hidden_dim']} "
+        f"wide, {size['num_heads']} heads"
     )
 
 

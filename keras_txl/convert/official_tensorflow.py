@@ -189,6 +189,21 @@ def find_checkpoint(path):
     )
 
 
+def find_config(folder):
+    """The config of a checkpoint in `folder`: `config.json` there, else
+    the one `.sh` script there (a tf/sota script), else the same in the
+    parent folder (the authors' layout: `tf_wt103/model/` beside the
+    script); `None` if there is none."""
+    for place in (folder, os.path.dirname(folder)):
+        path = os.path.join(place, "config.json")
+        if os.path.exists(path):
+            return path
+        scripts = sorted(f for f in os.listdir(place) if f.endswith(".sh"))
+        if len(scripts) == 1:
+            return os.path.join(place, scripts[0])
+    return None
+
+
 def is_official_tensorflow_folder(path):
     """True when `path` is (a folder with) a TensorFlow checkpoint whose
     index names the authors' Transformer-XL variables (read without
@@ -384,7 +399,8 @@ def from_official_tensorflow(checkpoint, config=None, dtype=None):
             `tie_projs`, `proj_same_dim`, ...), or the flags of their
             `tf/sota` scripts (a list or string of `--name=value`, or the
             path of the `.sh` script; `--proj_share_all_but_first` sets
-            `tie_projs`). `None`: `config.json` beside the checkpoint.
+            `tie_projs`). `None`: `config.json` or the one `.sh` script
+            beside the checkpoint or in the folder above it.
             `n_token` and `cutoffs` are read from the checkpoint's
             embedding tables (and checked against the config's, if given).
         dtype: optional dtype policy of the model.
@@ -401,15 +417,14 @@ def from_official_tensorflow(checkpoint, config=None, dtype=None):
     """
     prefix = find_checkpoint(checkpoint)
     if config is None:
-        folder = (
-            checkpoint if os.path.isdir(checkpoint) else os.path.dirname(prefix)
-        )
-        config = os.path.join(folder, "config.json")
-        if not os.path.exists(config):
+        config = find_config(os.path.dirname(os.path.abspath(prefix)))
+        if config is None:
             raise FileNotFoundError(
                 f"No config for {prefix}: pass `config`, the arguments of "
                 "the authors' `transformer()` (a dict or JSON file) or the "
-                "flags of their tf/sota script (e.g. `tf/sota/wt103.sh`)."
+                "flags of their tf/sota script (e.g. `tf/sota/wt103.sh`), "
+                "or put either beside the checkpoint as config.json or "
+                "the one .sh file."
             )
     config = official_tensorflow_config(config)
     variables = _read_checkpoint(prefix)

@@ -21,6 +21,11 @@ Signatures (TF Serving names):
     - returns float32 `logits` `(batch_size, segment_length,
       vocabulary_size)` and the `memory` and `valid_length` to pass to the
       next call.
+- With a compressive backbone (`compressed_memory_length > 0`) the memory
+  also holds `compressed_memory` (float32 `(batch_size, num_layers,
+  compressed_memory_length, hidden_dim)`) and `compressed_valid_length`
+  (int32 `(batch_size,)`): inputs and outputs of `serving_default` and
+  outputs of `initial_memory`, threaded like the memory.
 - `initial_memory(batch_size)` -> `{"memory", "valid_length"}`: the empty
   memory (all zeros) of `batch_size` streams (an int32 scalar), to start a
   stream or to reset one. With a batch size fixed at export it takes no
@@ -305,70 +310,84 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
     import tensorflow as tf
 
     spec = lm.backbone.memory_spec
-    memory_shape = spec.shapes(batch_size, memory_length)["memory"]
-    # The signatures thread the paper's memory, `serve`'s arguments (not
-    # yet the compressed memory of a compressive backbone).
-    memory_signature = [
-        entry
-        for entry in spec.signature(batch_size, memory_length)
-        if entry[0] in ("memory", "valid_length")
-    ]
+    # Every tensor of the memory (the compressed memory too, for a
+    # compressive backbone), in the order of `spec.keys`.
+    memory_signature = spec.signature(batch_size, memory_length)
+    shapes = {key: shape for key, shape, _ in memory_signature}
+    limits = {
+        "valid_length": memory_length,
+        "compressed_valid_length": spec.compressed_memory_length,
+    }
     token_shape = (batch_size, segment_length)
 
-    def serve(token_ids, memory, valid_length):
+    def run(token_ids, memory):
         # The signature's shapes are not enforced when it is called:
         # `ensure_shape` fails with the input's name and both shapes.
         token_ids = tf.ensure_shape(token_ids, token_shape)
-        memory = tf.ensure_shape(memory, memory_shape)
-        valid_length = tf.ensure_shape(valid_length, (batch_size,))
-        rows = tf.shape(token_ids)[0]
-        same_batch = [
-            tf.debugging.assert_equal(
-                tf.shape(part)[0],
-                rows,
-                message=f"{name} must have as many rows as token_ids",
-            )
-            for name, part in (
-                ("memory", memory),
-                ("valid_length", valid_length),
-            )
-        ]
-        checks = [
-            tf.debugging.assert_non_negative(
-                valid_length, message="valid_length must be >= 0"
-            ),
-            tf.debugging.assert_less_equal(
-                valid_length,
-                tf.constant(memory_length, tf.int32),
-                message=(
-                    f"valid_length must be <= memory_length={memory_length}"
-                ),
-            ),
-        ]
-        with tf.control_dependencies(checks + same_batch):
-            valid_length = tf.identity(valid_length)
-        outputs = lm(
-            {
-                "token_ids": token_ids,
-                "memory": memory,
-                "valid_length": valid_length,
-            },
-            training=False,
-        )
-        return {
-            "logits": outputs["logits"],  # (batch, T, vocab), float32
-            # Static memory shapes in the signature, as at the input.
-            "memory": tf.ensure_shape(
-                outputs["memory"], memory_shape
-            ),  # (batch, layers, M, hidden)
-            "valid_length": tf.ensure_shape(
-                outputs["valid_length"], (batch_size,)
-            ),  # (batch,)
+        memory = {
+            key: tf.ensure_shape(value, shapes[key])
+            for key, value in memory.items()
         }
+        rows = tf.shape(token_ids)[0]
+        checks = [
+            tf.debugging.assert_equal(
+                tf.shape(value)[0],
+                rows,
+                message=f"{key} must have as many rows as token_ids",
+            )
+            for key, value in memory.items()
+        ]
+        for key, limit in limits.items():
+            if key not in memory:
+                continue
+            name = key.replace("valid_length", "memory_length")
+            checks += [
+                tf.debugging.assert_non_negative(
+                    memory[key], message=f"{key} must be >= 0"
+                ),
+                tf.debugging.assert_less_equal(
+                    memory[key],
+                    tf.constant(limit, tf.int32),
+                    message=f"{key} must be <= {name}={limit}",
+                ),
+            ]
+        with tf.control_dependencies(checks):
+            memory = {key: tf.identity(value) for key, value in memory.items()}
+        outputs = lm({"token_ids": token_ids, **memory}, training=False)
+        result = {"logits": outputs["logits"]}  # (batch, T, vocab), float32
+        for key in spec.keys:
+            # Static memory shapes in the signature, as at the input.
+            result[key] = tf.ensure_shape(outputs[key], shapes[key])
+        return result
+
+    if spec.compressive:
+
+        def serve(
+            token_ids,
+            memory,
+            valid_length,
+            compressed_memory,
+            compressed_valid_length,
+        ):
+            return run(
+                token_ids,
+                {
+                    "memory": memory,
+                    "valid_length": valid_length,
+                    "compressed_memory": compressed_memory,
+                    "compressed_valid_length": compressed_valid_length,
+                },
+            )
+
+    else:
+
+        def serve(token_ids, memory, valid_length):
+            return run(
+                token_ids, {"memory": memory, "valid_length": valid_length}
+            )
 
     def zeros(rows):
-        memory = spec.zeros(rows, memory_length)
-        return {key: memory[key] for key in ("memory", "valid_length")}
+        return spec.zeros(rows, memory_length)
 
     if not lm.memory_state.has_state:
         # Keras traces the model's own default signature while writing the

@@ -90,6 +90,16 @@ def test_flags_of_a_sota_script(tmp_path):
     script.write_text(SCRIPT)
     folder = FOLDER / "tf_word"
     lm = from_official_tensorflow(folder / "model.ckpt", str(script))
+    # The authors' layout: the checkpoint in model/, the script above it.
+    (tmp_path / "model").mkdir()
+    for file in folder.glob("model.ckpt.*"):
+        (tmp_path / "model" / file.name).write_bytes(file.read_bytes())
+    assert from_official_tensorflow(tmp_path / "model").tie_projections == [
+        False,
+        True,
+        True,
+        True,
+    ]
     assert list(lm.backbone.cutoffs) == [50, 200, 500]
     assert lm.tie_projections == [False, True, True, True]
     reference = np.load(folder / "reference.npz")

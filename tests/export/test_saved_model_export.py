@@ -97,6 +97,35 @@ def test_signatures_have_dynamic_batch_and_static_memory(tmp_path):
     assert outputs["logits"].shape.as_list() == [None, 4, 37]
 
 
+def test_compressive_export_threads_the_compressed_memory(tmp_path):
+    import tensorflow as tf
+
+    lm = tiny_lm(compressed_memory_length=2, compression_rate=2)
+    path = tmp_path / "out"
+    export_saved_model(lm, path, segment_length=4, memory_length=4)
+    loaded = tf.saved_model.load(str(path))
+    serve = loaded.signatures["serving_default"]
+    inputs = serve.structured_input_signature[1]
+    assert inputs["compressed_memory"].shape.as_list() == [None, 2, 2, 16]
+    state = loaded.signatures["initial_memory"](batch_size=tf.constant(2))
+    assert sorted(state) == sorted(lm.backbone.memory_spec.keys)
+    memory = lm.backbone.initial_memory(2, 4)
+    # 3 segments of 4 into a memory of 4: the last one compresses.
+    for segment in segments(2, 4, num_segments=3):
+        state = serve(token_ids=tf.constant(segment), **state)
+        logits = state.pop("logits")
+        expected, memory = lm.call_with_memory(segment, memory)
+        np.testing.assert_allclose(
+            logits.numpy(), np.asarray(expected), atol=1e-4
+        )
+    np.testing.assert_array_equal(state["compressed_valid_length"], [2, 2])
+    np.testing.assert_allclose(
+        state["compressed_memory"].numpy(),
+        np.asarray(memory["compressed_memory"]),
+        atol=1e-5,
+    )
+
+
 def test_export_command_takes_lengths_from_the_run(tmp_path):
     import json
 
