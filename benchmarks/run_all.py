@@ -4,6 +4,14 @@ and writes the tables into `docs/benchmarks.md`.
     PYTHONPATH=. python -m benchmarks.run_all            # ~15 min, 2 cores
     PYTHONPATH=. python -m benchmarks.run_all --quick    # ~5 min
     PYTHONPATH=. python -m benchmarks.run_all --parity   # + bf16 vs fp32 bpc
+    PYTHONPATH=. python -m benchmarks.run_all \
+        --peer-python PEERS/venv/bin/python --authors-code PEERS/transformer-xl
+
+The peers (the authors' PyTorch code, HuggingFace's TransfoXL) run in the
+same pass, each in its own environment: `benchmarks/peers.py` under the
+Python given by `--peer-python` (never a dependency of keras-txl). The
+goals are ratios to them; without `--peer-python` the tables say "not
+measured".
 
 Every result is also saved as JSON (`--json`, default
 `benchmarks/results/latest.json`); plots go to `docs/images/`. The tables
@@ -24,23 +32,50 @@ from benchmarks import common
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- run_all:begin -->", "<!-- run_all:end -->"
 
-# Goals at the reference preset (the authors' fp32 PyTorch numbers of the
-# issue: 2,200 train and 7,000 eval tokens/s on this kind of CPU).
+# Goals at the reference preset, as multiples of the peers measured in the
+# same pass (benchmarks/peers.py): the authors' fp32 PyTorch training and
+# evaluation, HuggingFace's TransfoXL greedy generation.
 GOAL_FP32_MFU = 0.60
-GOAL_BF16_TRAIN = 6600.0
-GOAL_EVAL = 21000.0
+GOAL_BF16_TRAIN_X = 3.0  # mixed bf16 training vs the authors' training
+GOAL_JAX_TRAIN_X = 2.0  # JAX fp32 training vs the authors' training
+GOAL_EVAL_X = 3.0  # evaluation vs the authors' evaluation
+GOAL_GENERATE_X = 3.0  # generate() vs HuggingFace's, on each backend
+NOT_MEASURED = "not measured"
+# The generation setting of the peers' comparison (issue 16): batch 1, a
+# prompt of 64 tokens, 256 new, memory 128; and the lengths of the
+# flatness check.
+GENERATE_NEW_TOKENS = 256
+GENERATE_LENGTHS = ("64", "256", "1024", "2048")
 
 
-def job(backend, module, *args, timeout=900):
+def job(backend, module, *args, timeout=900, python=None):
     return {
         "backend": backend,
         "module": module,
         "args": list(args),
         "timeout": timeout,
+        "python": python,
     }
 
 
-def suite(quick, parity, backends, variants=False):
+def peer_jobs(peer_python, authors_code, quick):
+    """The peers' job: benchmarks/peers.py under `peer_python`."""
+    if not peer_python:
+        return []
+    args = ["--steps", "3", "--repeats", "1"] if quick else []
+    if authors_code:
+        args += ["--authors-code", authors_code]
+    return [job("peer", "peers", *args, timeout=1800, python=peer_python)]
+
+
+def suite(
+    quick,
+    parity,
+    backends,
+    variants=False,
+    peer_python=None,
+    authors_code=None,
+):
     steps = ["--steps", "8", "--eval-steps", "8"] if quick else []
     seconds = ["--seconds", "0.5"] if quick else []
     roofline_seconds = ["--roofline-seconds", "0.5"] if quick else []
@@ -124,6 +159,13 @@ def suite(quick, parity, backends, variants=False):
             os.path.join(images, "generation.png"),
         )
     )
+    lengths = ("64", "256") if quick else GENERATE_LENGTHS
+    for backend in backends:
+        if backend in ("jax", "tensorflow"):
+            jobs.append(
+                job(backend, "generation_length", "--new-tokens", *lengths)
+            )
+    jobs += peer_jobs(peer_python, authors_code, quick)
     growth = ["--plot", os.path.join(images, "cost_growth.png")]
     if quick:
         growth += [
@@ -161,7 +203,13 @@ def run_job(spec, log):
     env["KERAS_BACKEND"] = spec["backend"]
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    command = [sys.executable, "-m", f"benchmarks.{spec['module']}"]
+    if spec.get("python"):
+        # A peer: its own interpreter, a script path (not the package).
+        script = os.path.join(ROOT, "benchmarks", f"{spec['module']}.py")
+        command = [spec["python"], script]
+        env.pop("PYTHONPATH")
+    else:
+        command = [sys.executable, "-m", f"benchmarks.{spec['module']}"]
     command += spec["args"]
     log(f"$ KERAS_BACKEND={spec['backend']} " + " ".join(command[1:]))
     start = time.perf_counter()
@@ -264,6 +312,32 @@ def _best(rows, key):
     return max(rows, key=lambda r: r[key]) if rows else None
 
 
+def peer_row(results, peer, phase):
+    """The result of a peer (`authors_pytorch`, `huggingface_transfo_xl`)
+    in a phase, or `None` when it was not measured."""
+    rows = [
+        r
+        for r in results
+        if r.get("benchmark") == "peer"
+        and r.get("peer") == peer
+        and r.get("phase") == phase
+    ]
+    return rows[-1] if rows else None
+
+
+def generation_rows(results, new_tokens=GENERATE_NEW_TOKENS):
+    """keras-txl `generate()` at the peers' setting, one per backend:
+    `{"backend", "tokens_per_s", "tokens_per_cpu_s_x_cores"}`."""
+    out = []
+    for r in results:
+        if r.get("benchmark") != "generation_length":
+            continue
+        for row in r["rows"]:
+            if row["new_tokens"] == new_tokens:
+                out.append(dict(row, backend=r["backend"]))
+    return out
+
+
 def goals_table(results):
     rows = [
         r
@@ -271,58 +345,151 @@ def goals_table(results):
         if r.get("benchmark") == "train_eval" and r.get("preset") == "reference"
     ]
 
-    def pick(phase, dtype=None):
+    def pick(phase, dtype=None, backend=None):
         return [
             r
             for r in rows
-            if r["phase"] == phase and (dtype is None or r["dtype"] == dtype)
+            if r["phase"] == phase
+            and (dtype is None or r["dtype"] == dtype)
+            and (backend is None or r["backend"] == backend)
         ]
 
     lines = [
-        "| goal (reference preset) | target | best wall | best CPU-"
-        "normalized | met (wall / CPU) | by |",
-        "|---|---:|---:|---:|---|---|",
+        "| goal (reference preset) | target | keras-txl best: wall / "
+        "CPU-normalized | peer, same pass: wall / CPU-normalized | "
+        "ratio: wall / CPU | met (wall / CPU) | by |",
+        "|---|---:|---:|---:|---:|---|---|",
     ]
-
-    def line(name, target, candidates, key_wall, key_cpu, fmt):
-        best_wall = _best(candidates, key_wall)
-        best_cpu = _best(candidates, key_cpu)
-        if best_wall is None:
-            lines.append(f"| {name} | {fmt(target)} | - | - | - | - |")
-            return
-        wall, cpu = best_wall[key_wall], best_cpu[key_cpu]
-        met = f"{'yes' if wall >= target else 'no'} / "
-        met += "yes" if cpu >= target else "no"
-        by = f"{best_cpu['backend']} {best_cpu['dtype']} {_config(best_cpu)}"
+    best_fp32 = (_best(pick("train", "float32"), "mfu"), None)
+    if best_fp32[0] is None:
         lines.append(
-            f"| {name} | {fmt(target)} | {fmt(wall)} | {fmt(cpu)} | {met} | "
-            f"{by} |"
+            f"| fp32 training, MFU vs fp32 matmul | "
+            f"{_pct(GOAL_FP32_MFU)} | - | - | - | - | - |"
+        )
+    else:
+        wall = best_fp32[0]["mfu"]
+        cpu_row = _best(pick("train", "float32"), "mfu_cpu")
+        met = "yes" if wall >= GOAL_FP32_MFU else "no"
+        met += " / yes" if cpu_row["mfu_cpu"] >= GOAL_FP32_MFU else " / no"
+        lines.append(
+            f"| fp32 training, MFU vs fp32 matmul | {_pct(GOAL_FP32_MFU)} "
+            f"| {_pct(wall)} / {_pct(cpu_row['mfu_cpu'])} | (no peer) | - "
+            f"| {met} | {cpu_row['backend']} {_config(cpu_row)} |"
         )
 
+    def line(name, target, candidates, peer):
+        best_wall = _best(candidates, "tokens_per_s")
+        best_cpu = _best(candidates, "tokens_per_cpu_s_x_cores")
+        goal = f"{target:g}x the peer"
+        if best_wall is None:
+            lines.append(f"| {name} | {goal} | not run | - | - | - | - |")
+            return
+        ours = (
+            f"{_fmt(best_wall['tokens_per_s'])} / "
+            f"{_fmt(best_cpu['tokens_per_cpu_s_x_cores'])}"
+        )
+        if peer is None:
+            lines.append(
+                f"| {name} | {goal} | {ours} | {NOT_MEASURED} | - | - | - |"
+            )
+            return
+        wall = best_wall["tokens_per_s"] / peer["tokens_per_s"]
+        cpu = (
+            best_cpu["tokens_per_cpu_s_x_cores"]
+            / peer["tokens_per_cpu_s_x_cores"]
+        )
+        met = f"{'yes' if wall >= target else 'no'} / "
+        met += "yes" if cpu >= target else "no"
+        by = best_cpu["backend"]
+        if "dtype" in best_cpu:
+            by += f" {best_cpu['dtype']} {_config(best_cpu)}"
+        lines.append(
+            f"| {name} | {goal} | {ours} | {_fmt(peer['tokens_per_s'])} / "
+            f"{_fmt(peer['tokens_per_cpu_s_x_cores'])} | {wall:.2f}x / "
+            f"{cpu:.2f}x | {met} | {by} |"
+        )
+
+    authors_train = peer_row(results, "authors_pytorch", "train")
+    authors_eval = peer_row(results, "authors_pytorch", "eval")
+    hf_generate = peer_row(results, "huggingface_transfo_xl", "generate")
     line(
-        "fp32 training, MFU vs fp32 matmul",
-        GOAL_FP32_MFU,
-        pick("train", "float32"),
-        "mfu",
-        "mfu_cpu",
-        _pct,
-    )
-    line(
-        "mixed bf16 training, tokens/s",
-        GOAL_BF16_TRAIN,
+        "mixed bf16 training vs the authors' fp32 PyTorch",
+        GOAL_BF16_TRAIN_X,
         pick("train", "mixed_bfloat16"),
-        "tokens_per_s",
-        "tokens_per_cpu_s_x_cores",
-        _fmt,
+        authors_train,
     )
     line(
-        "evaluation, tokens/s",
-        GOAL_EVAL,
-        pick("eval"),
-        "tokens_per_s",
-        "tokens_per_cpu_s_x_cores",
-        _fmt,
+        "JAX fp32 training vs the authors' fp32 PyTorch",
+        GOAL_JAX_TRAIN_X,
+        pick("train", "float32", "jax"),
+        authors_train,
     )
+    line(
+        "evaluation vs the authors' PyTorch",
+        GOAL_EVAL_X,
+        pick("eval"),
+        authors_eval,
+    )
+    generated = generation_rows(results)
+    for backend in ("jax", "tensorflow"):
+        line(
+            f"`generate()` on {backend} vs HuggingFace's TransfoXL "
+            f"(batch 1, 64-token prompt, {GENERATE_NEW_TOKENS} new, "
+            "memory 128)",
+            GOAL_GENERATE_X,
+            [r for r in generated if r["backend"] == backend],
+            hf_generate,
+        )
+    return "\n".join(lines)
+
+
+def peers_table(results):
+    rows = [r for r in results if r.get("benchmark") == "peer"]
+    names = {
+        "authors_pytorch": "authors' PyTorch (kimiyoung/transformer-xl)",
+        "huggingface_transfo_xl": "HuggingFace TransfoXLLMHeadModel",
+    }
+    lines = [
+        "| peer | phase | tokens/s (wall) | tokens per CPU-s x cores | "
+        "versions |",
+        "|---|---|---:|---:|---|",
+    ]
+    for peer in names:
+        for phase in ("train", "eval", "generate"):
+            r = peer_row(rows, peer, phase)
+            if r is None:
+                if (peer == "authors_pytorch") == (phase != "generate"):
+                    lines.append(
+                        f"| {names[peer]} | {phase} | {NOT_MEASURED} | - | - |"
+                    )
+                continue
+            versions = f"torch {r.get('torch', '?')}"
+            if "transformers" in r:
+                versions += f", transformers {r['transformers']}"
+            lines.append(
+                f"| {names[peer]} | {phase} | {_fmt(r['tokens_per_s'])} | "
+                f"{_fmt(r['tokens_per_cpu_s_x_cores'])} | {versions} |"
+            )
+    return "\n".join(lines)
+
+
+def generation_length_table(results):
+    rows = [r for r in results if r.get("benchmark") == "generation_length"]
+    if not rows:
+        return "(not run)"
+    lines = [
+        "| backend | new tokens | ms per token (CPU) | tokens/s (wall) | "
+        "tokens per CPU-s x cores | cost per token / at 64 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        for row in r["rows"]:
+            lines.append(
+                f"| {r['backend']} | {row['new_tokens']} | "
+                f"{row['ms_per_token']:.2f} | {_fmt(row['tokens_per_s'])} | "
+                f"{_fmt(row['tokens_per_cpu_s_x_cores'])} | "
+                f"{row['cost_ratio_to_first']:.2f}x |"
+            )
     return "\n".join(lines)
 
 
@@ -502,6 +669,10 @@ def render(results, started, wall_seconds, argv):
         "",
         goals_table(results),
         "",
+        "### Peers, measured in the same pass (`benchmarks/peers.py`)",
+        "",
+        peers_table(results),
+        "",
         "### Matmul roofline",
         "",
         roofline_table(results),
@@ -522,6 +693,11 @@ def render(results, started, wall_seconds, argv):
         generation_table(results),
         "",
         "![generation](images/generation.png)",
+        "",
+        "### `generate()` cost per new token against the number of new "
+        "tokens (default memory: the model's, 128; 64-token prompt)",
+        "",
+        generation_length_table(results),
         "",
         "### Cost growth",
         "",
@@ -578,6 +754,19 @@ def main(argv=None):
     )
     parser.add_argument("--backends", default="tensorflow,jax,torch")
     parser.add_argument(
+        "--peer-python",
+        metavar="PYTHON",
+        help="Python of an environment with torch and transformers that "
+        "runs benchmarks/peers.py (the peers' own environment; "
+        "tools/fixtures/README.md); without it the peers are not measured",
+    )
+    parser.add_argument(
+        "--authors-code",
+        metavar="DIR",
+        help="kimiyoung/transformer-xl (or its pytorch/ folder), for the "
+        "authors' training and evaluation speed",
+    )
+    parser.add_argument(
         "--json",
         default=os.path.join(ROOT, "benchmarks", "results", "latest.json"),
     )
@@ -611,7 +800,12 @@ def main(argv=None):
     else:
         results = []
         for spec in suite(
-            args.quick, args.parity, args.backends.split(","), args.variants
+            args.quick,
+            args.parity,
+            args.backends.split(","),
+            args.variants,
+            peer_python=args.peer_python,
+            authors_code=args.authors_code,
         ):
             results += run_job(spec, common.log)
         elapsed = time.perf_counter() - start

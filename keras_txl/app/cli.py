@@ -5,7 +5,7 @@ language models.
     keras-txl train --corpus FILE --preset reference --steps 2000
     keras-txl train --output DIR --resume
     keras-txl train --strategy mirrored --num-devices 2   # TensorFlow
-    keras-txl evaluate DIR --corpus FILE [--memory-length M]
+    keras-txl evaluate DIR [--corpus FILE] [--memory-length M]
         [--segment-length T --clamp-length C --same-length tensorflow
          --memory-start zeros]     # the paper's protocol
     keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
@@ -63,6 +63,15 @@ def _number(low, high, high_included):
     return parse
 
 
+def _jit_compile(text):
+    values = {"auto": "auto", "true": True, "false": False}
+    if text.lower() not in values:
+        raise argparse.ArgumentTypeError(
+            f"must be auto, true or false, got {text!r}"
+        )
+    return values[text.lower()]
+
+
 def _train_parser(subparsers):
     from keras_txl.app.presets import PRESETS
     from keras_txl.app.presets import describe
@@ -78,7 +87,7 @@ def _train_parser(subparsers):
         "on ordered segments, evaluates it in bits per character with and "
         "without memory, saves OUTPUT/model.keras with its tokenizer, "
         "pictures and metrics, and prints a sample. Options left out take "
-        "the preset's values.",
+        "the preset's values. Every step's loss goes to OUTPUT/steps.csv.",
     )
     parser.add_argument(
         "--corpus",
@@ -154,6 +163,43 @@ def _train_parser(subparsers):
         help="with --strategy tpu: 'local' on a TPU VM (the TPU attached "
         "to this host), or a TPU's name or grpc:// address (default: "
         "$TPU_NAME or the Cloud metadata, found by TPUClusterResolver)",
+    )
+    parser.add_argument(
+        "--dtype-policy",
+        metavar="POLICY",
+        help="Keras dtype policy of the model: float32 (default), "
+        "mixed_bfloat16 (faster on CPUs with bf16 and on TPUs), "
+        "mixed_float16 (GPUs)",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        type=_jit_compile,
+        default="auto",
+        metavar="{auto,true,false}",
+        help="jit_compile of Model.compile: XLA on TensorFlow, "
+        "torch.compile on torch; JAX always compiles (default auto)",
+    )
+    parser.add_argument(
+        "--steps-per-execution",
+        type=_integer(1),
+        default=1,
+        metavar="K",
+        help="training steps per compiled call (TPUs want tens to "
+        "hundreds); --steps, --steps-per-epoch and --validate-every must "
+        "be multiples of it (default 1)",
+    )
+    parser.add_argument(
+        "--validate-every",
+        type=_integer(1),
+        metavar="N",
+        help="validation bits per character every N steps during "
+        "training, with a progress bar (default: only at the end)",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="write TensorBoard logs of every step to DIR (view with "
+        "`tensorboard --logdir DIR`: pip install keras-txl[tensorboard])",
     )
     parser.add_argument(
         "--output",
@@ -316,8 +362,12 @@ def make_parser():
 
     evaluate = subparsers.add_parser(
         "evaluate",
-        help="bits per character of a saved model on a whole text or "
-        "benchmark split, with a progress bar",
+        help="bits per character of a saved model on a text, with a "
+        "progress bar",
+        description="Scores a text with a saved run. With the run folder "
+        "alone: the run's own corpus (its test part when it has one, else "
+        "its validation text) with the run's tokenizer, segment length, "
+        "batch size and evaluation memory.",
     )
     evaluate.add_argument("model_dir", metavar="MODEL_DIR")
     evaluate.add_argument(
@@ -334,10 +384,14 @@ def make_parser():
     evaluate.add_argument(
         "--split",
         choices=("valid", "test"),
-        default="test",
-        help="split of --dataset (default test)",
+        help="split of --dataset or of the run's corpus (default: test "
+        "when there is one, else valid)",
     )
-    evaluate.add_argument("--memory-length", type=_integer(0))
+    evaluate.add_argument(
+        "--memory-length",
+        type=_integer(0),
+        help="default: the run's evaluation memory length",
+    )
     evaluate.add_argument("--segment-length", type=_integer(1))
     evaluate.add_argument("--batch-size", type=_integer(1))
     evaluate.add_argument("--metrics-json", metavar="FILE")

@@ -103,6 +103,7 @@ def build_language_model(config, vocabulary_size):
         vocabulary_size=vocabulary_size,
         memory_length=config.memory_length,
         dropout=config.dropout,
+        dtype=config.dtype_policy,
         **PRESETS[config.preset]["model"],
     )
     return TransformerXLCausalLM(backbone)

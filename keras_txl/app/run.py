@@ -27,12 +27,15 @@ from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
 from keras_txl.training.nan_guard import NanGuard
+from keras_txl.training.periodic_validation import PeriodicValidation
 from keras_txl.training.schedules import transformer_xl_optimizer
+from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from keras_txl.training.training_diverged import TrainingDiverged
 
 METRICS_FILE = "metrics.json"
+STEPS_CSV = "steps.csv"  # one row per training step (or execution)
 CURVE_PNG = "training_curve.png"
 MEMORY_PNG = "bpc_vs_memory.png"
 SAMPLE_TOKENS = 200  # tokens of the sample printed after training
@@ -112,7 +115,8 @@ def _prepare_output(config):
             )
         for name in (artifacts.CHECKPOINT_DIR, artifacts.TOKENIZER_DIR):
             shutil.rmtree(os.path.join(output, name), ignore_errors=True)
-        for name in (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE):
+        files = (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE)
+        for name in files + (STEPS_CSV,):
             path = os.path.join(output, name)
             if os.path.exists(path):
                 os.remove(path)
@@ -156,9 +160,13 @@ def fit_language_model(config, callbacks=(), log=print):
     Returns:
         A dict: `lm`, `tokenizer`, `splits`, `config` (resolved),
         `run_config` (saved with the run), `history` (`StepHistory`),
-        `valid_ids`, `valid_data`, `train_ids`, `train_seconds` and
+        `valid_ids`, `valid_data`, `train_ids`, `train_seconds`,
         `finished` (False when a callback stopped `fit` early: the
-        checkpoint then holds the step reached).
+        checkpoint then holds the step reached) and `validation` (the
+        rows of `--validate-every`).
+
+    Every step is written to `OUTPUT/steps.csv` (`StepCSVLogger`), and to
+    TensorBoard logs with `config.tensorboard`.
     """
     from keras_txl import data
 
@@ -217,7 +225,9 @@ def fit_language_model(config, callbacks=(), log=print):
                 config.learning_rate,
                 total_steps=config.steps,
                 warmup_steps=config.warmup_steps,
-            )
+            ),
+            jit_compile=config.jit_compile,
+            steps_per_execution=config.steps_per_execution,
         )
         lm.build()  # its weights, for the budget below
         if strategy is not None:
@@ -229,7 +239,7 @@ def fit_language_model(config, callbacks=(), log=print):
         batch,
         length,
         replicas=replicas,
-        dtype=keras.config.dtype_policy().name,
+        dtype=config.dtype_policy,
     )
     log(
         f"Memory per replica: {budget['total'] / 2**20:,.1f} MiB estimated "
@@ -241,6 +251,12 @@ def fit_language_model(config, callbacks=(), log=print):
         config.to_dict(),
         vocabulary_size=vocabulary_size,
         model=PRESETS[config.preset]["model"],
+        resolved_jit_compile=bool(lm.jit_compile),
+    )
+    log(
+        f"Precision {config.dtype_policy}, jit_compile {config.jit_compile} "
+        f"({'compiled' if lm.jit_compile else 'not compiled'}), "
+        f"{config.steps_per_execution} step(s) per execution."
     )
     config_path = os.path.join(output, artifacts.CONFIG_FILE)
     artifacts.write_json(config_path, run_config)
@@ -259,6 +275,27 @@ def fit_language_model(config, callbacks=(), log=print):
         total_steps=config.steps,
         losses=losses,
     )
+    logging = [
+        StepCSVLogger(
+            os.path.join(output, STEPS_CSV), history, append=config.resume
+        )
+    ]
+    validation = None
+    if config.validate_every:
+        validation = PeriodicValidation(
+            valid_data,
+            config.validate_every,
+            history,
+            memory_length=config.memory_length,
+            verbose=1 if config.verbose == 1 else 0,
+            log=log,
+        )
+        logging.insert(0, validation)
+    if config.tensorboard:
+        logging.append(
+            keras.callbacks.TensorBoard(config.tensorboard, update_freq=1)
+        )
+        log(f"TensorBoard logs: tensorboard --logdir {config.tensorboard}")
     train_seconds = 0.0
     guard = NanGuard(verbose=False)
     checkpoint = TrainingCheckpoint(
@@ -280,6 +317,7 @@ def fit_language_model(config, callbacks=(), log=print):
                     history,
                     guard,
                     checkpoint,
+                    *logging,
                     *callbacks,
                 ],
             )
@@ -305,6 +343,7 @@ def fit_language_model(config, callbacks=(), log=print):
         "valid_data": valid_data,
         "train_seconds": train_seconds,
         "finished": finished,
+        "validation": [] if validation is None else validation.results,
     }
 
 
@@ -371,10 +410,12 @@ def train(config, callbacks=(), log=print):
     )
     log(f"Validation ({budget}, segments of {length}):")
     table = []
-    for memory_length in eval_memory_lengths(config):
-        row = evaluate_bpc(
-            lm, valid_data, memory_length, verbose=min(config.verbose, 1)
-        )
+    verbose = min(config.verbose, 1)
+    lengths = eval_memory_lengths(config)
+    for number, memory_length in enumerate(lengths, 1):
+        if verbose:
+            log(f"  [{number}/{len(lengths)}] memory {memory_length}:")
+        row = evaluate_bpc(lm, valid_data, memory_length, verbose=verbose)
         table.append(row)
         log(
             f"  memory {memory_length:5d}: "
@@ -432,6 +473,11 @@ def train(config, callbacks=(), log=print):
         "train_seconds": run["train_seconds"],
         "wall_seconds": time.perf_counter() - started,
         "backend": keras.backend.backend(),
+        "dtype_policy": config.dtype_policy,
+        "jit_compile": config.jit_compile,
+        "resolved_jit_compile": bool(lm.jit_compile),
+        "steps_per_execution": config.steps_per_execution,
+        "validation_during_training": run["validation"],
         "sample": prompt + sample,
         "config": run_config,
     }
@@ -461,7 +507,7 @@ def evaluate(
     batch_size=None,
     metrics_json=None,
     dataset=None,
-    split="test",
+    split=None,
     verbose=1,
     log=print,
     clamp_length=None,
@@ -487,7 +533,9 @@ def evaluate(
         dataset: optional `"enwik8"`, `"text8"`, `"wikitext103"` or
             `"builtin"` (with `corpus`: the text file the run held
             `valid_fraction` of): score its `split` instead of a file.
-        split: `"valid"` or `"test"` (default) of `dataset`.
+        split: `"valid"`, `"test"` or `None` (test when the corpus has
+            one, as the benchmarks; else the validation text, e.g. of a
+            text file the run held `valid_fraction` of) of `dataset`.
         verbose: Keras verbosity of the evaluation (1: a progress bar).
         log: function that prints a line.
         clamp_length, same_length, memory_start: the paper's evaluation
@@ -496,16 +544,26 @@ def evaluate(
             memory from `memory_start`, `"empty"` by default; `None` keeps
             the model's `clamp_length` / `same_length`).
 
+    With neither `corpus` nor `dataset`, the run folder alone says what to
+    score: the run's own corpus (its `dataset` and `corpus` in
+    `config.json`), with the run's tokenizer, segment length, batch size
+    and evaluation memory.
+
     Returns:
-        The `evaluate_bpc` (or `evaluate_segments`) dict, with `tokens`.
+        The `evaluate_bpc` (or `evaluate_segments`) dict, with `tokens`
+        and `text` (what was scored).
     """
     from keras_txl import data
 
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     run_config = _run_config(model_dir)
+    if dataset is None and corpus is None:
+        # The run folder alone: the corpus the run was trained on.
+        dataset = run_config.get("dataset", "builtin")
+        corpus = run_config.get("corpus")
     if dataset is not None:
-        if split not in ("valid", "test"):
+        if split not in (None, "valid", "test"):
             raise ConfigError(
                 f"--split must be valid or test. Received: {split!r}"
             )
@@ -516,10 +574,15 @@ def evaluate(
             tokenizer=tokenizer,
             log=log,
         )
+        if split is None:
+            split = "test" if len(splits.test) else "valid"
         ids = getattr(splits, split)
+        if not len(ids):
+            raise ConfigError(
+                f"The {dataset} corpus has no {split} part: use --split "
+                "valid, or --corpus FILE."
+            )
         name = f"{dataset} {split}"
-    elif corpus is None:
-        raise ConfigError("Pass --corpus FILE, or --dataset NAME.")
     else:
         source = data.TextSource(os.path.abspath(os.fspath(corpus)))
         ids = data.cached_token_ids(tokenizer, source, log=log)
@@ -554,6 +617,7 @@ def evaluate(
     else:
         result = evaluate_bpc(lm, dataset_, memory_length, verbose=verbose)
     result.setdefault("tokens", int(len(ids)))
+    result["text"] = name
     log(
         f"{name}: {result['bits_per_character']:.4f} bits per character, "
         f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "
@@ -585,8 +649,8 @@ def generate(
         sampler, top_k, top_p, seed: the keras-hub sampler and its
             parameters (see `keras_txl.app.sampling.make_sampler`).
         memory_length: int >= 1 or `None`: tokens each new token attends
-            to; `None` takes the run's `eval_memory_length` (the whole
-            context if it is 0).
+            to; `None` takes the run's `eval_memory_length` (the model's
+            memory length if it is 0).
         log: function that prints a line.
 
     Returns:

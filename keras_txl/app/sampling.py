@@ -84,8 +84,9 @@ def generate_text(
             name or `keras_hub.samplers.Sampler` (see `make_sampler`) to
             compile `lm` with first: `lm.compile(sampler=sampler)`, which
             also gives it a fresh optimizer and metrics.
-        memory_length: int >= 1 or `None` (the whole context): tokens each
-            new token attends to.
+        memory_length: int >= 1 or `None` (the model's memory length, or
+            the whole context for a model without memory): tokens each new
+            token attends to.
 
     Returns:
         The generated text (without the prompt).

@@ -24,7 +24,12 @@ RUN_FIELDS = (
     "verbose",
     "valid_tokens",  # how much is evaluated, not what is trained
     "tpu",  # where the run is, not what it is: may change on resume
+    "tensorboard",
 )
+# Fields of how a run executes, recorded with the run (config.json,
+# metrics.json) but free to change on resume: they change neither the
+# model nor the data.
+EXECUTION_FIELDS = ("jit_compile", "steps_per_execution", "validate_every")
 
 
 class ConfigError(ValueError):
@@ -67,6 +72,19 @@ class TrainConfig:
         tpu: str or `None`, for strategy `"tpu"` only: `"local"` on a TPU
             VM, or a TPU's name or `grpc://` address (`None`: found by
             `TPUClusterResolver` from `$TPU_NAME` or the Cloud metadata).
+        dtype_policy: name of a Keras dtype policy for the model
+            (`"float32"`, `"mixed_bfloat16"`, `"mixed_float16"`, ...);
+            `None`: `"float32"`. Part of the run: a resumed run keeps it.
+        jit_compile: `"auto"`, `True` or `False`: `jit_compile` of
+            `Model.compile` (XLA on TensorFlow, `torch.compile` on torch;
+            JAX always compiles).
+        steps_per_execution: int >= 1. Training steps per compiled call
+            (`Model.compile`); `steps`, `steps_per_epoch` and
+            `validate_every` must be multiples of it.
+        validate_every: int >= 1 or `None`: validation bits per character
+            every this many steps during training (with the training
+            memory length), logged and written to the step log.
+        tensorboard: folder of TensorBoard logs, or `None` (no logs).
     """
 
     dataset: str = "builtin"
@@ -93,6 +111,11 @@ class TrainConfig:
     strategy: str = "none"
     num_devices: int = None
     tpu: str = None
+    dtype_policy: str = None
+    jit_compile: object = "auto"
+    steps_per_execution: int = 1
+    validate_every: int = None
+    tensorboard: str = None
 
     def resolved(self):
         """A copy with the preset's defaults filled in, checked."""
@@ -116,6 +139,8 @@ class TrainConfig:
             values["warmup_steps"] = min(
                 values["warmup_steps"], values["steps"] // 10
             )
+        if values["dtype_policy"] is None:
+            values["dtype_policy"] = "float32"
         if values["tokenizer"] is None:
             kind = self.dataset
             if kind == "builtin" and self.corpus is not None:
@@ -167,6 +192,59 @@ class TrainConfig:
             )
         self.check_strategy()
         self.check_run_flags()
+        self.check_execution()
+
+    def check_execution(self):
+        """Raises `ConfigError` for a bad dtype policy, `jit_compile`,
+        `steps_per_execution` or `validate_every`."""
+        import keras
+
+        try:
+            keras.dtype_policies.get(self.dtype_policy)
+        except (ValueError, TypeError):
+            raise ConfigError(
+                "--dtype-policy must name a Keras dtype policy, e.g. "
+                "float32, mixed_bfloat16 or mixed_float16. Received: "
+                f"{self.dtype_policy!r}"
+            ) from None
+        jit = self.jit_compile
+        if not (jit == "auto" or isinstance(jit, bool)):
+            raise ConfigError(
+                "--jit-compile must be auto, true or false. Received: "
+                f"{self.jit_compile!r}"
+            )
+        if self.tensorboard is not None:
+            import importlib.util
+
+            missing = [
+                name
+                for name in ("tensorflow", "tensorboard")
+                if importlib.util.find_spec(name) is None
+            ]
+            if missing:
+                raise ConfigError(
+                    f"--tensorboard needs {' and '.join(missing)}: pip "
+                    "install 'keras-txl[tensorboard]'."
+                )
+        spe = self.steps_per_execution
+        _check_int("steps_per_execution", spe, lowest=1)
+        if self.validate_every is not None:
+            _check_int("validate_every", self.validate_every, lowest=1)
+            if self.strategy != "none":
+                raise ConfigError(
+                    "--validate-every runs on one device; it is not "
+                    f"supported with --strategy {self.strategy}. Drop it: "
+                    "the run validates at the end."
+                )
+        for name in ("steps", "steps_per_epoch", "validate_every"):
+            value = getattr(self, name)
+            if value is not None and value % spe:
+                option = "--" + name.replace("_", "-")
+                raise ConfigError(
+                    f"{option} ({value}) must be a multiple of "
+                    f"--steps-per-execution ({spe}): Keras runs whole "
+                    "executions of that many steps."
+                )
 
     def check_strategy(self):
         """Raises `ConfigError` for a strategy unknown or not of this
@@ -209,6 +287,8 @@ class TrainConfig:
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         values = {k: v for k, v in saved.items() if k in fields}
         for name, value in self.to_dict().items():
+            if name in EXECUTION_FIELDS:
+                continue  # Taken from this configuration below.
             given = value is not None and value != getattr(defaults, name)
             if given and value != saved.get(name):
                 option = "--" + name.replace("_", "-")
@@ -217,7 +297,7 @@ class TrainConfig:
                     f"({saved.get(name)}): omit it, or start a new run "
                     f"with --overwrite."
                 )
-        for name in RUN_FIELDS:
+        for name in RUN_FIELDS + EXECUTION_FIELDS:
             values[name] = getattr(self, name)
         return TrainConfig(**values)
 

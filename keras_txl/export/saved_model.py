@@ -143,7 +143,7 @@ def export_saved_model(
             f"Received: lm={type(lm).__name__}"
         )
     if memory_length is None:
-        memory_length = lm._state_memory_length
+        memory_length = lm.carried_memory_length
     batch_size, segment_length, memory_length = _check_export_args(
         batch_size, segment_length, memory_length
     )
@@ -235,7 +235,7 @@ def export_main(
         return out_dir
     lm = keras.saving.load_model(model_path, safe_mode=True)
     if memory_length is None:
-        memory_length = lm._state_memory_length
+        memory_length = lm.carried_memory_length
     return export_saved_model(
         lm,
         out_dir,

@@ -31,6 +31,11 @@ class MemoryReset(keras.callbacks.Callback):
         initial_step: int >= 0. Global step of the first batch of this
             `fit` (a resumed run starts past 0).
 
+    With `steps_per_execution=k` (`Model.compile`) the memory can only be
+    reset between executions: it is reset before the execution that
+    holds a pass's first step, so up to `k - 1` segments at the end of a
+    pass run with an empty memory.
+
     Example:
 
     >>> reset = MemoryReset(reset_every=100, initial_step=250)
@@ -49,6 +54,7 @@ class MemoryReset(keras.callbacks.Callback):
         self.step = self.initial_step
         self._in_fit = False
         self._stashed = None
+        self._begin = None
 
     def _reset(self):
         reset_memory = getattr(self.model, "reset_memory", None)
@@ -79,12 +85,22 @@ class MemoryReset(keras.callbacks.Callback):
             self._reset()
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self.reset_every is not None and self.step % self.reset_every == 0:
+        self._begin = batch
+        if self.reset_every is None:
+            return
+        # With `steps_per_execution=k` a call runs k steps: reset before
+        # the execution that holds the pass's first step.
+        steps = getattr(self.model, "steps_per_execution", 1) or 1
+        last = self.step + steps - 1
+        if self.step % self.reset_every == 0 or (
+            last // self.reset_every > self.step // self.reset_every
+        ):
             self._sync()
             self._reset()
 
     def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
+        begin = batch if self._begin is None else self._begin
+        self.step += batch - begin + 1
 
     def on_test_begin(self, logs=None):
         state = getattr(self.model, "memory_state", None)

@@ -662,6 +662,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             sampler=sampler,
             **kwargs,
         )
+        # TensorFlow generation uses XLA unless jit_compile=False was asked
+        # for (see `make_generate_function`).
+        self._generate_with_xla = kwargs.get("jit_compile", "auto") is not False
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved (optimizer, loss,
@@ -742,12 +745,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         token, for instance); left-padded or empty prompts given as arrays
         raise a `ValueError`.
 
-        With `memory_length >= max_length` (the default) every token
-        attends to the whole context: the tokens are those of a model
-        that recomputes the whole prefix at every step. A shorter memory
-        bounds the cost and the memory size: a token then attends to the
+        By default the memory is the model's own (`memory_length` of the
+        model, else of its backbone): a token attends to the
         `memory_length` positions before it at every layer, as
-        Transformer-XL does in evaluation.
+        Transformer-XL does in evaluation, so the cost of a token and the
+        memory size do not grow with `max_length`. A longer memory is an
+        argument, as in evaluation (`with_memory_length`); with
+        `memory_length >= max_length` every token attends to the whole
+        context: the tokens are those of a model that recomputes the
+        whole prefix at every step. A model without memory (length 0)
+        generates with the whole context.
 
         Args:
             inputs: strings when a `preprocessor` is attached, otherwise a
@@ -760,7 +767,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 or a tuple of token ids that end a row.
             strip_prompt: bool. Return only the new tokens.
             memory_length: int >= 1 or `None`. Memory slots of the
-                generation; `None` uses `max_length`, the whole context.
+                generation; `None` uses the model's memory length (the
+                whole context, `max_length`, if it is 0).
             segment_length: int >= 1 or `None`. Length of the segments in
                 which the prompt is run; `None` uses 64.
             memory_start: `"empty"` (default) or `"zeros"`: the memory
@@ -824,6 +832,34 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             strip_prompt=strip_prompt,
         )
 
+    def make_generate_function(self):
+        """keras-hub's generation function, compiled with XLA on
+        TensorFlow as it is on JAX.
+
+        keras-hub compiles TensorFlow generation with the model's
+        `jit_compile`, which Keras resolves to False on a machine without
+        accelerators (`"auto"`), so generation would run op by op: the
+        loop of single-token steps is the case XLA helps most. Here it is
+        compiled with XLA unless the model was compiled with
+        `jit_compile=False` explicitly, or `run_eagerly=True`.
+        """
+        if self.generate_function is not None:
+            return self.generate_function
+        if keras.config.backend() != "tensorflow" or not getattr(
+            self, "_generate_with_xla", True
+        ):
+            return super().make_generate_function()
+        resolved = self._jit_compile
+        # XLA unless a layer cannot be compiled (Keras's own check).
+        self._jit_compile = all(
+            getattr(layer, "supports_jit", True)
+            for layer in self._flatten_layers()
+        )
+        try:
+            return super().make_generate_function()
+        finally:
+            self._jit_compile = resolved
+
     def _generate_segment(self, token_ids, memory):
         """One backbone pass for generation: `(hidden, new_memory)`."""
         outputs = self.backbone(
@@ -852,7 +888,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             self, "_generate_options", (None, None, "empty")
         )
         if memory_length is None:
-            memory_length = max_length
+            # The model's own memory: the cost of a token stays flat in
+            # `max_length`. Without memory, the whole context.
+            memory_length = self._state_memory_length or max_length
         if segment_length is None:
             segment_length = 64
         if isinstance(max_length, int):

@@ -57,6 +57,9 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
     ...     tokenizer, sequence_length=5
     ... )
     >>> x, y, weight = preprocessor("a b c")
+    >>> x, y, weight = keras.tree.map_structure(
+    ...     keras.ops.convert_to_numpy, (x, y, weight)
+    ... )  # TensorFlow tensors under the TensorFlow backend
     >>> x["token_ids"].tolist(), y.tolist(), weight.tolist()
     ([0, 2, 3, 1, 0], [2, 3, 1, 0, 0], [True, True, True, True, False])
     """

@@ -13,7 +13,11 @@ class StepHistory(keras.callbacks.Callback):
     records `logs[loss_key]`, the last batch's loss (the `batch_loss`
     metric that `TransformerXLCausalLM.compile` adds), once a step.
 
-    The speed leaves out the first step of each `fit` (where the step
+    With `steps_per_execution=k` (`Model.compile`), Keras calls the
+    callbacks once per `k` steps: the step counter advances by `k` and
+    one loss (the last step's) is recorded per call.
+
+    The speed leaves out the first call of each `fit` (where the step
     function compiles): `tokens_per_second` is the tokens of steps
     `2..n` over the time from the end of step 1 to the end of step `n`.
 
@@ -53,6 +57,7 @@ class StepHistory(keras.callbacks.Callback):
         self._first_end = None
         self._last_end = None
         self._timed_steps = 0
+        self._begin = None
 
     @property
     def tokens_per_second(self):
@@ -63,7 +68,12 @@ class StepHistory(keras.callbacks.Callback):
         elapsed = self._last_end - self._first_end
         return self._timed_steps * self.tokens_per_step / elapsed
 
+    def on_train_batch_begin(self, batch, logs=None):
+        self._begin = batch
+
     def on_train_batch_end(self, batch, logs=None):
+        # Keras passes the first and the last step of the execution.
+        steps = 1 if self._begin is None else batch - self._begin + 1
         logs = logs or {}
         if self.loss_key not in logs:
             raise ValueError(
@@ -78,8 +88,8 @@ class StepHistory(keras.callbacks.Callback):
         if self._first_end is None:
             self._first_end = now
         else:
-            self._timed_steps += 1
+            self._timed_steps += steps
         self._last_end = now
-        self.step += 1
+        self.step += steps
         if self.total_steps is not None and self.step >= self.total_steps:
             self.model.stop_training = True

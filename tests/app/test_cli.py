@@ -160,6 +160,20 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     assert abs(paper["bits_per_character"] - result["bits_per_character"]) < 1
     assert "segment" in capsys.readouterr().out
 
+    # With the run folder alone: the run's own validation text, tokenizer
+    # and evaluation memory, so the bpc of the run's table.
+    status = main(["evaluate", output, "--metrics-json", evaluation])
+    assert status == 0
+    with open(evaluation) as file:
+        result = json.load(file)
+    assert result["memory_length"] == 16
+    assert result["text"] == "builtin valid"
+    assert result["bits_per_character"] == pytest.approx(
+        metrics["valid_bpc_with_memory"], rel=1e-5
+    )
+    status = main(["evaluate", output, "--split", "test"])
+    _one_line_error(capsys, status, 1, "no test part")
+
     _check_generate(output, capsys)
 
     # A second run never replaces the model without --overwrite.

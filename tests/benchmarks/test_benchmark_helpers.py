@@ -85,17 +85,84 @@ def _train_row(phase, dtype, tokens, cpu_tokens, mfu=None):
     }
 
 
+def _peer(peer, phase, tokens, cpu_tokens):
+    return {
+        "benchmark": "peer",
+        "peer": peer,
+        "phase": phase,
+        "tokens_per_s": tokens,
+        "tokens_per_cpu_s_x_cores": cpu_tokens,
+        "torch": "2.13.0",
+    }
+
+
+def _generation(backend, tokens, cpu_tokens):
+    return {
+        "benchmark": "generation_length",
+        "backend": backend,
+        "rows": [
+            {
+                "new_tokens": 256,
+                "ms_per_token": 1.0,
+                "tokens_per_s": tokens,
+                "tokens_per_cpu_s_x_cores": cpu_tokens,
+                "cost_ratio_to_first": 1.0,
+            }
+        ],
+    }
+
+
 def test_goals_table_says_which_goal_is_met():
     results = [
         _train_row("train", "float32", 4000.0, 4500.0, mfu=0.65),
         _train_row("train", "mixed_bfloat16", 5000.0, 7000.0),
         _train_row("eval", "mixed_bfloat16", 15000.0, 20000.0),
+        _generation("jax", 900.0, 1000.0),
+        _peer("authors_pytorch", "train", 2000.0, 2000.0),
+        _peer("authors_pytorch", "eval", 7000.0, 7000.0),
+        _peer("huggingface_transfo_xl", "generate", 250.0, 400.0),
     ]
     lines = run_all.goals_table(results).splitlines()
-    fp32, bf16, evaluation = lines[2], lines[3], lines[4]
+    fp32, bf16, jax_train, evaluation, jax_gen, tf_gen = lines[2:8]
     assert "yes / yes" in fp32
-    assert "no / yes" in bf16
-    assert "no / no" in evaluation
+    assert "2.50x / 3.50x" in bf16 and "no / yes" in bf16
+    assert "not run" in jax_train  # no JAX training row
+    assert "2.14x / 2.86x" in evaluation and "no / no" in evaluation
+    assert "3.60x / 2.50x" in jax_gen and "yes / no" in jax_gen
+    assert "not run" in tf_gen
+    peers = run_all.peers_table(results)
+    assert "| train | 2,000 | 2,000 |" in peers
+
+
+def test_goals_without_peers_say_not_measured():
+    results = [
+        _train_row("train", "mixed_bfloat16", 5000.0, 7000.0),
+        _generation("tensorflow", 900.0, 1000.0),
+    ]
+    table = run_all.goals_table(results)
+    bf16 = [line for line in table.splitlines() if "bf16" in line][0]
+    assert "5,000 / 7,000 | not measured |" in bf16
+    generate = [line for line in table.splitlines() if "tensorflow" in line]
+    assert "not measured" in generate[0]
+    assert "not measured" in run_all.peers_table(results)
+    # No constant stands in for a peer.
+    assert not hasattr(run_all, "GOAL_BF16_TRAIN")
+
+
+def test_peers_run_with_their_own_python():
+    jobs = run_all.suite(
+        True,
+        False,
+        ["jax"],
+        peer_python="/peers/bin/python",
+        authors_code="/peers/transformer-xl",
+    )
+    peers = [j for j in jobs if j["module"] == "peers"]
+    assert peers and peers[0]["python"] == "/peers/bin/python"
+    assert "/peers/transformer-xl" in peers[0]["args"]
+    assert not [
+        j for j in run_all.suite(True, False, ["jax"]) if j["module"] == "peers"
+    ]
 
 
 def test_document_keeps_text_outside_the_markers(tmp_path):

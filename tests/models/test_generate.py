@@ -86,7 +86,10 @@ def test_greedy_with_memory_equals_recomputing_the_prefix():
     # 7 prompt tokens: two segments of 3 in memory, then steps of one.
     prompt = [3, 17, 5, 22, 9, 1, 30]
     out = lm.generate(
-        padded([prompt], max_length), stop_token_ids=None, segment_length=3
+        padded([prompt], max_length),
+        stop_token_ids=None,
+        segment_length=3,
+        memory_length=max_length,
     )
     expected = greedy_by_recomputation(lm, prompt, max_length)
     assert out["token_ids"][0].tolist() == expected
@@ -161,6 +164,45 @@ def test_memory_and_step_cost_stay_fixed_past_the_memory_length():
     # A memory shorter than the context forgets: not the full-context text.
     full = greedy_by_recomputation(lm, prompts[0], max_length)
     assert out["token_ids"][0].tolist() != full
+
+
+def spy_memory_lengths(lm):
+    """Records the memory length of every `_generate_segment` call."""
+    lengths = []
+    generate_segment = lm._generate_segment
+
+    def spy(token_ids, memory):
+        lengths.append(int(memory["memory"].shape[2]))
+        return generate_segment(token_ids, memory)
+
+    lm._generate_segment = spy
+    return lengths
+
+
+@pytest.mark.torch_ok
+def test_default_memory_is_the_models_own_not_max_length():
+    """By default a token attends to the model's memory (8), whatever the
+    length asked for (3x longer): the cost per token does not grow with
+    `max_length`; a longer memory stays an argument."""
+    lm = make_lm(memory_length=8)
+    prompt, max_length = [3, 17, 5], 24
+    lengths = spy_memory_lengths(lm)
+    out = lm.generate(padded([prompt], max_length), stop_token_ids=None)
+    assert set(lengths) == {8}
+    expected = greedy_by_steps(lm, prompt, max_length, memory_length=8)
+    assert out["token_ids"][0].tolist() == expected
+    lengths.clear()
+    lm.generate(
+        padded([prompt], max_length), stop_token_ids=None, memory_length=20
+    )
+    assert set(lengths) == {20}
+
+
+def test_model_without_memory_generates_with_the_whole_context():
+    lm = make_lm(memory_length=0)
+    lengths = spy_memory_lengths(lm)
+    lm.generate(padded([[3, 17]], 10), stop_token_ids=None)
+    assert set(lengths) == {10}
 
 
 def test_stop_tokens_end_rows_in_the_padding_mask():
@@ -254,3 +296,27 @@ def test_generate_rejects_bad_arguments():
     empty = padded([[4, 5], []], 8)
     with pytest.raises(ValueError, match="row 1 has none"):
         lm.generate(empty, stop_token_ids=None)
+
+
+def test_tensorflow_generation_is_compiled_with_xla():
+    """keras-hub compiles TensorFlow generation with the model's
+    `jit_compile`, False on a CPU-only machine; generation compiles with
+    XLA anyway (as on JAX) unless `jit_compile=False` was asked for, and
+    the training setting is left as it was."""
+    lm = make_lm()
+    training_jit = lm.jit_compile
+    prompt = padded([[3, 17, 5]], 8)
+    xla = lm.generate(prompt, stop_token_ids=None)["token_ids"]
+    function = lm.generate_function
+    assert lm.jit_compile == training_jit
+    lm.compile(sampler="greedy", jit_compile=False)
+    plain = lm.generate(prompt, stop_token_ids=None)["token_ids"]
+    np.testing.assert_array_equal(xla, plain)
+    if keras.backend.backend() == "tensorflow":
+        assert function._jit_compile is True
+        assert lm.generate_function._jit_compile is False
+    else:
+        # JAX compiles with jax.jit, torch runs op by op, as keras-hub does.
+        assert (function is lm.generate_step) is (
+            keras.backend.backend() == "torch"
+        )

@@ -1,0 +1,124 @@
+"""JAX training step: the PRNG behind dropout, measured side by side.
+
+docs/benchmarks.md names threefry (JAX's default PRNG, computed in XLA
+ops) among the costs of a JAX training step on XLA:CPU: dropout draws a
+random number per activation. This benchmark builds one
+reference-preset model per variant of the random bits behind Keras's
+JAX `dropout` (patched in while the model's train step is traced: each
+compiled step keeps its own) and runs their `train_on_batch`
+interleaved, round by round, so that every variant sees the same machine
+load (`benchmarks.attention_variants.interleave`):
+
+- `threefry`: Keras as shipped (`jax.random.bernoulli` on the seed
+  generator's raw uint32[2] key: threefry2x32 in XLA ops);
+- `rbg`, `unsafe_rbg`: the same key data, doubled, wrapped as a key of
+  that implementation (XLA's RngBitGenerator for the bits);
+- `no dropout`: dropout 0, the bound of what the bits can save.
+
+Keras's seed generator hands JAX raw threefry keys, so a process-wide
+`jax_default_prng_impl` cannot switch Keras's dropout; the variants only
+measure what a cheaper generator would give. Inference (and so the
+conformance tests) draws no random numbers. Prints one RESULT line per
+variant: process CPU time and wall time per step, and the CPU-time ratio
+to `threefry`.
+
+    KERAS_BACKEND=jax PYTHONPATH=. python -m benchmarks.jax_prng
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import jax  # noqa: E402
+
+from benchmarks import common  # noqa: E402
+from benchmarks.attention_variants import interleave  # noqa: E402
+
+VARIANTS = ("threefry", "rbg", "unsafe_rbg", "no dropout")
+
+
+def dropout_with(impl):
+    """Keras's JAX `dropout` with the random bits of `impl`."""
+    import jax.numpy as jnp
+    from keras.src.backend.jax import random as jax_random
+
+    def dropout(inputs, rate, noise_shape=None, seed=None):
+        if rate == 0.0:
+            return inputs
+        seed = jax_random.jax_draw_seed(seed)  # raw uint32[2]
+        key = jax.random.wrap_key_data(jnp.tile(seed, 2), impl=impl)
+        keep = 1.0 - rate
+        shape = jax_random._get_concrete_noise_shape(inputs, noise_shape)
+        mask = jax.random.bernoulli(key, p=keep, shape=shape)
+        mask = jnp.broadcast_to(mask, inputs.shape)
+        return jax.lax.select(mask, inputs / keep, jnp.zeros_like(inputs))
+
+    return dropout
+
+
+def main(argv=None):
+    parser = common.add_common_args(
+        argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    )
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=2)
+    args = parser.parse_args(argv)
+    from benchmarks.train_eval import build_model
+
+    preset = common.PRESETS[args.preset]
+    batch, length = preset["batch_size"], preset["segment_length"]
+    x, y = common.ordered_segments(common.byte_corpus(), batch, length)
+    from keras.src import backend
+
+    shipped = backend.random.dropout
+    models = {}
+    for name in VARIANTS:
+        rate = 0.0 if name == "no dropout" else args.dropout
+        if name in ("rbg", "unsafe_rbg"):
+            backend.random.dropout = dropout_with(name)
+        try:
+            lm = build_model(preset, args.dtype, rate, True, 1)
+            for i in range(2):  # trace and compile with these bits
+                lm.train_on_batch(x[i], y[i])
+        finally:
+            backend.random.dropout = shipped
+        models[name] = lm
+    position = {"i": 2}
+
+    def step(lm):
+        def run():
+            i = position["i"] % len(x)
+            position["i"] += 1
+            lm.train_on_batch(x[i], y[i])
+
+        return run
+
+    timings = interleave(
+        {name: step(lm) for name, lm in models.items()},
+        args.rounds,
+        calls=args.calls,
+    )
+    tokens = batch * length
+    cores = os.cpu_count() or 1
+    base_cpu = timings["threefry"][0]
+    for name, (cpu, wall) in timings.items():
+        common.emit(
+            {
+                "benchmark": "jax_prng",
+                "preset": args.preset,
+                "dtype": args.dtype,
+                "dropout": args.dropout,
+                "variant": name,
+                "cpu_ms_per_step": 1000 * cpu,
+                "wall_ms_per_step": 1000 * wall,
+                "tokens_per_cpu_s_x_cores": tokens / cpu * cores,
+                "cpu_time_vs_threefry": cpu / base_cpu,
+                "rounds": args.rounds,
+            }
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""The peers of the benchmarks, measured in their own environment.
+
+Runs the authors' PyTorch Transformer-XL (kimiyoung/transformer-xl,
+`pytorch/mem_transformer.py`) and HuggingFace's `TransfoXLLMHeadModel` at
+the reference configuration of `benchmarks/common.py` (4 layers, hidden
+256, 8 heads x 32, inner 1024, T = M = 128, batch 16, 256 tokens,
+dropout 0.1, fp32), and prints `RESULT` lines as the keras-txl
+benchmarks do:
+
+- `train`: Adam steps of the authors' model (loss, backward, clipping
+  0.25, step), tokens/s after `--warmup` steps;
+- `eval`: the authors' forward pass without gradients, memory carried;
+- `generate`: HuggingFace's greedy `generate()` (batch 1, a prompt of 64
+  tokens, 256 new, memory 128): new tokens/s of the whole call.
+
+This script is not part of keras-txl and imports none of it: run it with
+the Python of an environment that has torch (and transformers for
+`generate`), e.g. the peer venv of tools/fixtures/README.md:
+
+    PEER_PYTHON benchmarks/peers.py --authors-code PEERS/transformer-xl
+
+`benchmarks/run_all.py --peer-python PEER_PYTHON --authors-code DIR`
+runs it beside the keras-txl benchmarks. The authors' code is imported
+with the in-memory CPU patches of
+`tools/fixtures/make_official_pytorch.py` (`load_authors_code`); on the
+HuggingFace side, where a transformers release calls
+`Tensor.type_as(dtype=...)` (not a torch signature), the call is patched
+in memory to `.to(dtype)`.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFERENCE = dict(
+    n_token=256,
+    n_layer=4,
+    n_head=8,
+    d_model=256,
+    d_head=32,
+    d_inner=1024,
+    tgt_len=128,
+    mem_len=128,
+    batch=16,
+)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--authors-code",
+        help="kimiyoung/transformer-xl (or its pytorch/ folder); "
+        "without it the authors' code is not measured",
+    )
+    parser.add_argument(
+        "--what",
+        nargs="+",
+        default=["train", "eval", "generate"],
+        choices=["train", "eval", "generate"],
+    )
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--prompt", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=2)
+    return parser.parse_args(argv)
+
+
+def emit(result):
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def clocks():
+    t = os.times()
+    return time.perf_counter(), t.user + t.system
+
+
+def rates(start, end, tokens):
+    """(tokens per wall second, tokens per process-CPU second x cores)."""
+    cores = os.cpu_count() or 1
+    wall = end[0] - start[0]
+    cpu = max(end[1] - start[1], 1e-9)
+    return tokens / wall, tokens / cpu * cores
+
+
+def authors_model(code, dropout):
+    sys.path.insert(0, os.path.join(ROOT, "tools", "fixtures"))
+    from make_official_pytorch import load_authors_code
+
+    module = load_authors_code(code)
+    c = REFERENCE
+    return module.MemTransformerLM(
+        c["n_token"],
+        c["n_layer"],
+        c["n_head"],
+        c["d_model"],
+        c["d_head"],
+        c["d_inner"],
+        dropout=dropout,
+        dropatt=0.0,
+        tie_weight=True,
+        d_embed=c["d_model"],
+        div_val=1,
+        tie_projs=[False],
+        pre_lnorm=False,
+        tgt_len=c["tgt_len"],
+        ext_len=0,
+        mem_len=c["mem_len"],
+        cutoffs=[],
+        same_length=False,
+        attn_type=0,
+        clamp_len=-1,
+    )
+
+
+def measure_authors(args, phase):
+    import torch
+
+    torch.manual_seed(0)
+    c = REFERENCE
+    model = authors_model(args.authors_code, 0.1)
+    data = torch.randint(0, c["n_token"], (c["tgt_len"], c["batch"]))
+    target = torch.randint(0, c["n_token"], (c["tgt_len"], c["batch"]))
+    tokens = c["tgt_len"] * c["batch"]
+    mems = tuple()
+    if phase == "train":
+        model.train()
+        optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
+
+        def step(mems):
+            out = model(data, target, *mems)
+            loss = out[0].float().mean()
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+            optimizer.step()
+            return out[1:]
+    else:
+        model.eval()
+
+        def step(mems):
+            with torch.no_grad():
+                return model(data, target, *mems)[1:]
+
+    for _ in range(args.warmup):
+        mems = step(mems)
+    start = clocks()
+    for _ in range(args.steps):
+        mems = step(mems)
+    wall, cpu = rates(start, clocks(), tokens * args.steps)
+    return {
+        "benchmark": "peer",
+        "peer": "authors_pytorch",
+        "phase": phase,
+        "tokens_per_s": wall,
+        "tokens_per_cpu_s_x_cores": cpu,
+        "steps": args.steps,
+        "dropout": 0.1 if phase == "train" else 0.0,
+        "config": dict(REFERENCE),
+    }
+
+
+def _patch_type_as():
+    """`Tensor.type_as(dtype=...)` -> `Tensor.to(dtype)`: the keyword form
+    is no torch signature; some transformers releases call it."""
+    import torch
+
+    original = torch.Tensor.type_as
+
+    def type_as(self, other=None, dtype=None):
+        if dtype is not None:
+            return self.to(dtype)
+        return original(self, other)
+
+    torch.Tensor.type_as = type_as
+
+
+def measure_huggingface(args):
+    import torch
+    import transformers
+    from transformers import TransfoXLConfig
+    from transformers import TransfoXLLMHeadModel
+
+    _patch_type_as()
+    torch.manual_seed(0)
+    c = REFERENCE
+    config = TransfoXLConfig(
+        vocab_size=c["n_token"],
+        cutoffs=[],
+        d_model=c["d_model"],
+        d_embed=c["d_model"],
+        n_head=c["n_head"],
+        d_head=c["d_head"],
+        d_inner=c["d_inner"],
+        n_layer=c["n_layer"],
+        mem_len=c["mem_len"],
+        tgt_len=c["tgt_len"],
+        div_val=1,
+        dropout=0.0,
+        dropatt=0.0,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
+    model = TransfoXLLMHeadModel(config).eval()
+    prompt = torch.randint(1, c["n_token"], (1, args.prompt))
+
+    def call():
+        with torch.no_grad():
+            return model.generate(
+                prompt,
+                max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens,
+                do_sample=False,
+                num_beams=1,
+                pad_token_id=0,
+            )
+
+    out = call()  # warm-up
+    assert out.shape[1] == args.prompt + args.new_tokens, out.shape
+    best = None
+    for _ in range(args.repeats):
+        start = clocks()
+        call()
+        wall, cpu = rates(start, clocks(), args.new_tokens)
+        if best is None or wall > best[0]:
+            best = (wall, cpu)
+    return {
+        "benchmark": "peer",
+        "peer": "huggingface_transfo_xl",
+        "phase": "generate",
+        "tokens_per_s": best[0],
+        "tokens_per_cpu_s_x_cores": best[1],
+        "prompt": args.prompt,
+        "new_tokens": args.new_tokens,
+        "memory_length": c["mem_len"],
+        "transformers": transformers.__version__,
+        "config": dict(REFERENCE, batch=1),
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    for phase in ("train", "eval"):
+        if phase in args.what and args.authors_code:
+            result = measure_authors(args, phase)
+            result["torch"] = torch.__version__
+            emit(result)
+    if "generate" in args.what:
+        result = measure_huggingface(args)
+        result["torch"] = torch.__version__
+        emit(result)
+
+
+if __name__ == "__main__":
+    main()
