@@ -890,7 +890,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         if memory_length is None:
             # The model's own memory: the cost of a token stays flat in
             # `max_length`. Without memory, the whole context.
-            memory_length = self._state_memory_length or max_length
+            memory_length = self.carried_memory_length or max_length
         if segment_length is None:
             segment_length = 64
         if isinstance(max_length, int):

@@ -62,7 +62,7 @@ class PeriodicValidation(keras.callbacks.Callback):
         if self._validation_model is None:
             length = self.memory_length
             if length is None:
-                length = self.model._state_memory_length
+                length = self.model.carried_memory_length
             self._validation_model = self.model.with_memory_length(length)
             if not self._validation_model.compiled:
                 self._validation_model.compile()
