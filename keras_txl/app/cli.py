@@ -473,8 +473,6 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = make_parser()
     args = parser.parse_args(argv)
-    if args.command == "evaluate" and args.corpus is args.dataset is None:
-        parser.error("evaluate needs --corpus FILE (or --dataset NAME)")
     try:
         return args.run(args)
     except KeyboardInterrupt:

@@ -368,7 +368,6 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
         (["train", "--preset", "huge"], "--preset: invalid choice"),
         (["train", "--dropout", "1.5"], "--dropout: must be a number"),
         (["train", "--memory-length", "x"], "--memory-length"),
-        (["evaluate", "somewhere"], "--corpus"),
         (["generate"], "MODEL_DIR"),
         (
             ["generate", "run", "--prompt", "a", "--sampler", "nucleus"],
@@ -394,6 +393,9 @@ def test_bad_options_are_one_line(capsys, argv, match):
 @pytest.mark.torch_ok
 def test_evaluate_and_generate_need_a_saved_model(tmp_path, corpus, capsys):
     status = main(["evaluate", str(tmp_path), "--corpus", corpus])
+    _one_line_error(capsys, status, 1, "No model")
+    # The run folder alone (its own corpus): still one line, no traceback.
+    status = main(["evaluate", str(tmp_path)])
     _one_line_error(capsys, status, 1, "No model")
     status = main(["generate", str(tmp_path), "--prompt", "a"])
     _one_line_error(capsys, status, 1, "No model")
