@@ -72,7 +72,8 @@ def _train_parser(subparsers):
         "built-in text, about two minutes on a 2-core CPU)",
         description="Trains a Transformer-XL language model with model.fit "
         "on ordered segments, evaluates it in bits per character with and "
-        "without memory, saves OUTPUT/model.keras with its tokenizer, "
+        "without memory, saves the model and its tokenizer in OUTPUT as a "
+        "keras-hub preset (TransformerXLCausalLM.from_preset(OUTPUT)), "
         "pictures and metrics, and prints a sample. Options left out take "
         "the preset's values.",
     )

@@ -164,7 +164,8 @@ def export_main(
     overwrite=False,
     verbose=False,
 ):
-    """Exports the model saved in `model_dir/model.keras` (the CLI's
+    """Exports the model saved in `model_dir`, a keras-hub preset (or the
+    `model.keras` of older runs) (the CLI's
     `keras-txl export MODEL_DIR OUT_DIR --batch-size B --segment-length T
     --memory-length M [--overwrite]`).
 
@@ -173,7 +174,8 @@ def export_main(
     runs in a child process with `KERAS_BACKEND=tensorflow`.
 
     Args:
-        model_dir: directory that holds `model.keras`.
+        model_dir: directory of a keras-hub preset of a
+            `TransformerXLCausalLM` (or that holds `model.keras`).
         out_dir: directory of the SavedModel (see `export_saved_model`).
         batch_size, segment_length, memory_length, overwrite, verbose: see
             `export_saved_model`.
@@ -185,11 +187,12 @@ def export_main(
         batch_size, segment_length, memory_length
     )
     model_path = os.path.join(os.fspath(model_dir), MODEL_FILENAME)
-    if not os.path.isfile(model_path):
+    preset = os.path.isfile(os.path.join(os.fspath(model_dir), "task.json"))
+    if not preset and not os.path.isfile(model_path):
         raise FileNotFoundError(
-            f"No {MODEL_FILENAME} in {os.fspath(model_dir)!r}. Save the "
-            f"model there with `lm.save(os.path.join(model_dir, "
-            f"'{MODEL_FILENAME}'))`."
+            f"No model in {os.fspath(model_dir)!r}: neither a keras-hub "
+            f"preset (task.json, from `lm.save_to_preset(model_dir)`, "
+            f"`keras-txl train` or `keras-txl convert`) nor {MODEL_FILENAME}."
         )
     out_dir = _check_destination(out_dir, overwrite)
     if keras.config.backend() != "tensorflow":
@@ -203,7 +206,12 @@ def export_main(
             verbose,
         )
         return out_dir
-    lm = keras.saving.load_model(model_path, safe_mode=True)
+    if preset:
+        lm = TransformerXLCausalLM.from_preset(
+            os.fspath(model_dir), preprocessor=None
+        )
+    else:
+        lm = keras.saving.load_model(model_path, safe_mode=True)
     return export_saved_model(
         lm,
         out_dir,

@@ -94,7 +94,6 @@ def _prepare_output(config):
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output '{output}' is a file, not a folder.")
     checkpoint = os.path.join(output, artifacts.CHECKPOINT_DIR)
-    model = os.path.join(output, artifacts.MODEL_FILE)
     if config.resume:
         if not os.path.isdir(checkpoint):
             raise ConfigError(
@@ -102,16 +101,25 @@ def _prepare_output(config):
                 "Start the run without --resume."
             )
         return
-    if os.path.exists(model) or os.path.exists(checkpoint):
+    has_model = artifacts.is_preset(output) or os.path.exists(
+        os.path.join(output, artifacts.MODEL_FILE)
+    )
+    if has_model or os.path.exists(checkpoint):
         if not config.overwrite:
             raise ConfigError(
                 f"'{output}' already holds a model. Pass --resume to "
                 "continue its run, --overwrite to replace it, or another "
                 "--output."
             )
-        for name in (artifacts.CHECKPOINT_DIR, artifacts.TOKENIZER_DIR):
+        folders = (
+            artifacts.CHECKPOINT_DIR,
+            artifacts.TOKENIZER_DIR,
+            artifacts.ASSETS_DIR,
+        )
+        for name in folders:
             shutil.rmtree(os.path.join(output, name), ignore_errors=True)
-        for name in (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE):
+        files = (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE)
+        for name in files + artifacts.PRESET_FILES:
             path = os.path.join(output, name)
             if os.path.exists(path):
                 os.remove(path)
@@ -339,7 +347,7 @@ def train(config, callbacks=(), log=print):
         f"{without_memory['bits_per_character']:.4f}"
     )
 
-    artifacts.save_model(lm, output)
+    artifacts.save_model(lm, output, tokenizer, sequence_length=length)
     plot_training_curve(
         history.losses,
         os.path.join(output, CURVE_PNG),
@@ -380,8 +388,10 @@ def train(config, callbacks=(), log=print):
         "config": run_config,
     }
     _write_metrics(metrics, output, config.metrics_json)
-    model_path = os.path.join(output, artifacts.MODEL_FILE)
-    log(f"Saved {model_path} and its tokenizer.")
+    log(
+        f"Saved the model and its tokenizer as a keras-hub preset in "
+        f"{output} (TransformerXLCausalLM.from_preset('{output}'))."
+    )
     return metrics
 
 
@@ -409,7 +419,8 @@ def evaluate(
     """Bits per character of a saved model on a text file, with memory.
 
     Args:
-        model_dir: the `--output` folder of a `keras-txl train` run.
+        model_dir: the `--output` folder of a `keras-txl train` run (or
+            any keras-hub preset of a `TransformerXLCausalLM`).
         corpus: path of the text to score (all of it).
         memory_length: evaluation memory; `None`: the run's
             `eval_memory_length`.
