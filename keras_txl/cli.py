@@ -6,6 +6,8 @@ language models.
     keras-txl train --output DIR --resume
     keras-txl train --strategy mirrored --num-devices 2   # TensorFlow
     keras-txl evaluate DIR --corpus FILE [--memory-length M]
+        [--segment-length T --clamp-length C --same-length tensorflow
+         --memory-start zeros]     # the paper's protocol
     keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
     keras-txl convert hf://transfo-xl/transfo-xl-wt103 OUT_DIR
 
@@ -239,6 +241,11 @@ def _evaluate(args):
         segment_length=args.segment_length,
         batch_size=args.batch_size,
         metrics_json=args.metrics_json,
+        clamp_length=args.clamp_length,
+        same_length={"off": False, None: None}.get(
+            args.same_length, args.same_length
+        ),
+        memory_start=args.memory_start,
     )
     return 0
 
@@ -327,6 +334,25 @@ def make_parser():
     evaluate.add_argument("--segment-length", type=_integer(1))
     evaluate.add_argument("--batch-size", type=_integer(1))
     evaluate.add_argument("--metrics-json", metavar="FILE")
+    # The paper's protocol (docs/pretrained.md): any of these scores the
+    # text with an explicit memory, as the authors' evaluation does.
+    evaluate.add_argument(
+        "--clamp-length",
+        type=_integer(-1),
+        help="clamp relative distances (the authors' clamp_len; -1: none)",
+    )
+    evaluate.add_argument(
+        "--same-length",
+        choices=("off", "pytorch", "tensorflow"),
+        help="every query sees as many keys (the authors' same_length, "
+        "with the mask of their PyTorch or TensorFlow code)",
+    )
+    evaluate.add_argument(
+        "--memory-start",
+        choices=("empty", "zeros"),
+        help="zeros: the memory starts as mem_len zero vectors that are "
+        "attended to (the authors' TensorFlow code, HuggingFace)",
+    )
     evaluate.set_defaults(run=_evaluate)
 
     _generate_parser(subparsers)

@@ -149,6 +149,21 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
         < 1.0
     )
     assert "bits per character" in capsys.readouterr().out
+    # The paper's protocol: explicit memory, from zeros that are attended
+    # to, the TensorFlow mask; every token scored, the last segment short.
+    protocol = str(tmp_path / "protocol.json")
+    status = main(
+        ["evaluate", output, "--corpus", corpus, "--memory-length", "8"]
+        + ["--memory-start", "zeros", "--same-length", "tensorflow"]
+        + ["--clamp-length", "4", "--metrics-json", protocol]
+    )
+    assert status == 0
+    with open(protocol) as file:
+        paper = json.load(file)
+    assert (paper["start"], paper["same_length"]) == ("zeros", "tensorflow")
+    assert paper["clamp_length"] == 4 and paper["memory_length"] == 8
+    assert abs(paper["bits_per_character"] - result["bits_per_character"]) < 1
+    assert "segment" in capsys.readouterr().out
 
     _check_generate(output, capsys)
 

@@ -127,6 +127,23 @@ def from_official_pytorch(params, config, dtype=None):
     Raises:
         ValueError: for a missing or misshapen parameter.
     """
+    return load_pytorch_names(params, config, dtype=dtype)
+
+
+def load_pytorch_names(
+    params,
+    config,
+    dtype=None,
+    cluster_order="pytorch",
+    same_length=None,
+    layer_norm_epsilon=1e-5,
+):
+    """`from_official_pytorch` with the options in which the authors'
+    PyTorch code, their TensorFlow code and HuggingFace differ: the
+    `cluster_order` of the adaptive softmax, the `same_length` mask
+    (`None`: `bool(config["same_length"])`, the PyTorch mask) and the
+    layer-norm epsilon. The other converters translate their weights to
+    the PyTorch names and build through this function."""
     config = normalize_config(config)
     params = _strip_prefix(dict(params))
     n_layer, n_head, d_head = (
@@ -144,7 +161,10 @@ def from_official_pytorch(params, config, dtype=None):
         intermediate_dim=config["d_inner"],
         memory_length=config["mem_len"],
         clamp_length=clamp if clamp is not None and clamp > 0 else None,
-        same_length=bool(config["same_length"]),
+        same_length=bool(config["same_length"])
+        if same_length is None
+        else same_length,
+        layer_norm_epsilon=layer_norm_epsilon,
         pre_norm=bool(config["pre_lnorm"]),
         cutoffs=list(config["cutoffs"]),
         div_val=config["div_val"],
@@ -184,6 +204,7 @@ def from_official_pytorch(params, config, dtype=None):
         backbone,
         tie_weights=bool(tie_weights),
         tie_projections=tie_projections,
+        cluster_order=cluster_order,
     )
     lm.build()
 

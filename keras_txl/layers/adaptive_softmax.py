@@ -11,6 +11,21 @@ from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 
+CLUSTER_ORDERS = ("tensorflow", "pytorch")
+
+
+def check_cluster_order(cluster_order):
+    """Checks the `cluster_order` of an adaptive softmax."""
+    if cluster_order not in CLUSTER_ORDERS:
+        raise ValueError(
+            "`cluster_order` must be 'tensorflow' (tail cluster i reads head "
+            "column cutoffs[0] + i - 1: the authors' TensorFlow code, the "
+            "released checkpoints and HuggingFace) or 'pytorch' (column "
+            "-i: the authors' PyTorch code). Received: "
+            f"cluster_order={cluster_order!r}"
+        )
+    return cluster_order
+
 
 def _check_tie_projections(tie_projections, num_clusters):
     """A bool for every cluster, from a bool or a list of bools."""
@@ -32,8 +47,9 @@ def _check_tie_projections(tie_projections, num_clusters):
 class AdaptiveSoftmax(keras.layers.Layer):
     """Projected adaptive softmax (Grave et al., 2017), as Transformer-XL.
 
-    Computes what the authors' `ProjectedAdaptiveLogSoftmax`
-    (kimiyoung/transformer-xl, `utils/proj_adaptive_softmax.py`) computes.
+    Computes what the authors' `mask_adaptive_logsoftmax` (their
+    TensorFlow code, `tf/model.py`) and `ProjectedAdaptiveLogSoftmax`
+    (their PyTorch code, `utils/proj_adaptive_softmax.py`) compute.
     The token ids are split by `cutoffs` into clusters, as in
     `AdaptiveEmbedding`. The *head* scores the ids of cluster 0 and one
     logit per tail cluster; a tail token's log-probability is the head's
@@ -46,10 +62,21 @@ class AdaptiveSoftmax(keras.layers.Layer):
     Each cluster's logits are `(hidden @ P_i^T) @ W_i^T + b_i`: a projection
     `P_i` of shape `(dim_i, input_dim)` to the cluster's width
     `dim_i = embedding_dim // div_val**i`, then the cluster's kernel
-    `W_i (size_i, dim_i)` and bias. As in the authors' code, the head logit
-    of tail cluster `i` (1-based) is row `len(cutoffs) - i` of
-    `cluster_kernel`: the head reads its cluster log-probabilities from
-    the end.
+    `W_i (size_i, dim_i)` and bias.
+
+    The head's logits are those of cluster 0's ids followed by one per
+    tail cluster (rows of `cluster_kernel`). Which of these columns belongs
+    to tail cluster `i` (1-based) is `cluster_order`: the authors' two
+    implementations disagree, and agree only with one tail cluster.
+
+    - `"tensorflow"` (default): column `cutoffs[0] + i - 1`, row `i - 1`
+      of `cluster_kernel`. The authors' TensorFlow code, which trained the
+      released checkpoints, and HuggingFace's `TransfoXLLMHeadModel`.
+    - `"pytorch"`: column `-i`, row `len(cutoffs) - i`: the authors'
+      PyTorch code (`keras_txl.convert.from_official_pytorch` sets it).
+
+    A config saved before this argument existed has no `cluster_order`
+    key and loads as `"pytorch"`, the order those models were built with.
 
     Two outputs:
 
@@ -115,6 +142,8 @@ class AdaptiveSoftmax(keras.layers.Layer):
             tokens of a call with `targets` that each tail cluster scores
             (see above). It needs a static number of tokens; otherwise
             every token is scored.
+        cluster_order: `"tensorflow"` (default) or `"pytorch"`: the head
+            column of each tail cluster (see above).
         kernel_initializer: initializer of the untied kernels,
             projections and of `cluster_kernel`.
         bias_initializer: initializer of the biases.
@@ -161,6 +190,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         tie_weights=False,
         tie_projections=False,
         tail_capacity=None,
+        cluster_order="tensorflow",
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -227,6 +257,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         self.tail_capacity = (
             None if tail_capacity is None else float(tail_capacity)
         )
+        self.cluster_order = check_cluster_order(cluster_order)
         self.embedding = embedding
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -346,7 +377,10 @@ class AdaptiveSoftmax(keras.layers.Layer):
         return ops.cast(logits, "float32") + ops.cast(bias, "float32")
 
     def _head_column(self, i):
-        """Column of the head log-probabilities of tail cluster `i`."""
+        """Column of the head log-probabilities of tail cluster `i`
+        (1-based), per `cluster_order`."""
+        if self.cluster_order == "tensorflow":
+            return self.cutoffs[0] + i - 1
         return self.cutoffs[0] + len(self.cutoffs) - i
 
     def call(self, inputs, targets=None):
@@ -450,6 +484,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
                 "tie_weights": self.tie_weights,
                 "tie_projections": list(self.tie_projections),
                 "tail_capacity": self.tail_capacity,
+                "cluster_order": self.cluster_order,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),
@@ -463,6 +498,8 @@ class AdaptiveSoftmax(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        # Saved before `cluster_order` existed: the order of that time.
+        config.setdefault("cluster_order", "pytorch")
         if config.get("embedding") is not None:
             config["embedding"] = keras.saving.deserialize_keras_object(
                 config["embedding"]

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_txl.layers.relative_multi_head_attention import _MASK_VALUE
 from keras_txl.layers.relative_multi_head_attention import attention_allowed
+from keras_txl.layers.relative_multi_head_attention import check_same_length
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -51,8 +52,8 @@ class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
         output_dim: int or `None`. Width of the output; `None` uses the
             width of the query.
         dropout: float in [0, 1). Dropout on the attention probabilities.
-        same_length: bool. Every query attends to the same number of keys
-            (see `RelativeMultiHeadAttention`).
+        same_length: False, True or `"tensorflow"`. Every query attends to
+            the same number of keys (see `RelativeMultiHeadAttention`).
         kernel_initializer: initializer of the projections.
         embeddings_initializer: initializer of the distance embeddings.
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
@@ -108,7 +109,7 @@ class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
         self.value_embeddings = check_bool("value_embeddings", value_embeddings)
         self.output_dim = check_optional_positive_int("output_dim", output_dim)
         self.dropout = check_rate("dropout", dropout)
-        self.same_length = check_bool("same_length", same_length)
+        self.same_length = check_same_length(same_length)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer

@@ -1,9 +1,9 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
-from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 
@@ -71,6 +71,26 @@ def _shift_padded(padded, key_length):
     )  # (..., T, K)
 
 
+SAME_LENGTH_VALUES = (False, True, "tensorflow")
+
+
+def check_same_length(same_length):
+    """Checks `same_length`: False, True (the authors' PyTorch mask, also
+    spelled `"pytorch"`) or `"tensorflow"` (their TensorFlow mask)."""
+    if same_length == "pytorch":
+        return True
+    if isinstance(same_length, (bool, np.bool_)):
+        return bool(same_length)
+    if same_length == "tensorflow":
+        return same_length
+    raise ValueError(
+        "`same_length` must be False, True (the mask of the authors' "
+        'PyTorch code; also `"pytorch"`) or `"tensorflow"` (the mask '
+        "of their TensorFlow code, one key more). Received: "
+        f"same_length={same_length!r}"
+    )
+
+
 def attention_allowed(
     query_length, key_length, valid_length, user_mask, causal, same_length
 ):
@@ -87,7 +107,11 @@ def attention_allowed(
     allowed = ops.ones((query_length, key_length), dtype="bool")  # (T, K)
     if causal:
         allowed = ops.logical_and(allowed, j <= i + memory_length)
-    if same_length:
+    if same_length == "tensorflow":
+        # The query at key position M + i sees keys [i, M + i]: M + 1
+        # keys (`_create_mask` of the authors' TensorFlow code).
+        allowed = ops.logical_and(allowed, j >= i)
+    elif same_length:
         # The query at key position M + i sees keys (i, M + i]: the M
         # keys that end at itself (the authors' PyTorch mask).
         allowed = ops.logical_and(allowed, j > i)
@@ -141,7 +165,8 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     and `u`, `v` are learned per head. Keys are masked when they lie in the
     future of the query (causal), when their memory slot holds nothing yet
     (`memory_valid_length`), optionally to give every query the same number
-    of keys (`same_length`, as the authors' PyTorch code defines it), and
+    of keys (`same_length`, as the authors' PyTorch or TensorFlow code
+    defines it), and
     where an optional `attention_mask` is False.
 
     Masking and softmax run in float32 under any dtype policy: the large
@@ -154,10 +179,13 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             width of the query.
         dropout: float in [0, 1). Dropout on the attention probabilities
             (the authors' `dropatt`).
-        same_length: bool. If True, every query attends to the same number
-            of keys: query `i` of a segment of length `T` after `M` memory
-            slots sees the `M` keys ending at itself (the mask of the
-            authors' PyTorch code, used for evaluation in the paper).
+        same_length: False, True or `"tensorflow"`. If set, every query
+            attends to the same number of keys (the paper's evaluation).
+            True (or `"pytorch"`): query `i` of a segment of length `T`
+            after `M` memory slots sees the `M` keys ending at itself (the
+            mask of the authors' PyTorch code). `"tensorflow"`: it sees
+            `M + 1` keys, from key `i` to itself (the mask of their
+            TensorFlow code, which evaluated the released checkpoints).
         kernel_initializer: initializer of the projections.
         bias_initializer: initializer of `u` and `v`.
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
@@ -216,7 +244,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             else check_positive_int("output_dim", output_dim)
         )
         self.dropout = check_rate("dropout", dropout)
-        self.same_length = check_bool("same_length", same_length)
+        self.same_length = check_same_length(same_length)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = False

@@ -7,6 +7,7 @@ from keras_txl.layers.learned_relative_multi_head_attention import (
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
+from keras_txl.layers.relative_multi_head_attention import check_same_length
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
@@ -68,7 +69,8 @@ class TransformerXLBlock(keras.layers.Layer):
             probabilities.
         pre_norm: bool. Layer normalization before each sublayer instead of
             after the residual.
-        same_length: bool. See `RelativeMultiHeadAttention`.
+        same_length: False, True or `"tensorflow"`. See
+            `RelativeMultiHeadAttention`.
         activation: activation of the feed-forward network.
         layer_norm_epsilon: float. Epsilon of the layer normalizations
             (1e-5, the PyTorch default, matches the authors' code).
@@ -140,7 +142,7 @@ class TransformerXLBlock(keras.layers.Layer):
             "attention_dropout", attention_dropout
         )
         self.pre_norm = check_bool("pre_norm", pre_norm)
-        self.same_length = check_bool("same_length", same_length)
+        self.same_length = check_same_length(same_length)
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = check_positive_float(
             "layer_norm_epsilon", layer_norm_epsilon

@@ -14,6 +14,7 @@ from keras_txl.layers.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
 from keras_txl.layers.memory_cache import MemoryCache
+from keras_txl.layers.relative_multi_head_attention import check_same_length
 from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
 )
@@ -89,14 +90,22 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         memory_length: int >= 0. Default memory length `M` (`mem_len`).
         clamp_length: int or `None`. Relative distances above it share one
             embedding (`clamp_len`); `None` keeps all distances.
-        same_length: bool. Every query attends to the same number of keys
-            (`same_length`).
+        same_length: False, True or `"tensorflow"`. Every query attends to
+            the same number of keys (`same_length`): True (or
+            `"pytorch"`) with the mask of the authors' PyTorch code (`M`
+            keys), `"tensorflow"` with the mask of their TensorFlow code
+            (`M + 1` keys), which evaluated the released checkpoints. See
+            `RelativeMultiHeadAttention`.
         pre_norm: bool. Pre-layer normalization (`pre_lnorm`).
         dropout: float in [0, 1). Dropout on embeddings, position
             embeddings, sublayer outputs and the final output.
         attention_dropout: float in [0, 1). Dropout on attention
             probabilities (`dropatt`).
-        layer_norm_epsilon: float. Epsilon of the layer normalizations.
+        layer_norm_epsilon: float. Epsilon of the layer normalizations:
+            1e-5 (default) as PyTorch's `nn.LayerNorm` in the authors'
+            PyTorch code and HuggingFace's; 1e-12 in their TensorFlow code
+            (`tf.contrib.layers.layer_norm`), which trained the released
+            checkpoints.
         initializer_range: float. Standard deviation of the normal
             initializer of every weight (the authors' `init_std`, 0.02).
         cutoffs: list of int or `None`. Adaptive input (the authors'
@@ -193,7 +202,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "memory_length", memory_length, allow_zero=True
         )
         clamp_length = check_optional_positive_int("clamp_length", clamp_length)
-        same_length = check_bool("same_length", same_length)
+        same_length = check_same_length(same_length)
         pre_norm = check_bool("pre_norm", pre_norm)
         dropout = check_rate("dropout", dropout)
         attention_dropout = check_rate("attention_dropout", attention_dropout)
@@ -427,16 +436,33 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         return _MEMORY_KEYS
 
     def initial_memory(
-        self, batch_size, memory_length=None, compressed_memory_length=None
+        self,
+        batch_size,
+        memory_length=None,
+        compressed_memory_length=None,
+        start="empty",
     ):
-        """An empty memory: `memory_length` zero slots, none of them valid.
+        """The memory of a first segment: `memory_length` zero slots.
+
+        Two conventions exist, and give different numbers:
+
+        - `start="empty"` (default): no slot is valid (`valid_length` 0);
+          the first segment attends only to itself, as in the authors'
+          PyTorch code (`official_*.npz` fixtures).
+        - `start="zeros"`: the `memory_length` zero vectors count as valid
+          states (`valid_length = memory_length`) and every layer attends
+          to them, as the authors' TensorFlow code (which trained and
+          evaluated the released checkpoints) and HuggingFace's
+          `TransfoXLLMHeadModel` do. Use it to reproduce their numbers.
 
         Args:
             batch_size: int. Number of examples (streams).
             memory_length: int >= 0 or `None` (the constructor's
                 `memory_length`).
             compressed_memory_length: int >= 0 or `None` (the
-                constructor's). Used only when the compressive memory is on.
+                constructor's). Used only when the compressive memory is on;
+                the compressed memory always starts empty.
+            start: `"empty"` or `"zeros"` (see above).
 
         Returns:
             A dict `{"memory": (batch, num_layers, M, hidden_dim) float32,
@@ -451,10 +477,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         memory_length = check_positive_int(
             "memory_length", memory_length, allow_zero=True
         )
+        start = check_memory_start(start)
         shape = (batch_size, self.num_layers, memory_length, self.hidden_dim)
+        valid = memory_length if start == "zeros" else 0
         memory = {
             "memory": ops.zeros(shape, dtype="float32"),
-            "valid_length": ops.zeros((batch_size,), dtype="int32"),
+            "valid_length": ops.full((batch_size,), valid, dtype="int32"),
         }
         if self.compressed_memory_length:
             if compressed_memory_length is None:
@@ -616,6 +644,21 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             }
         )
         return config
+
+
+MEMORY_STARTS = ("empty", "zeros")
+
+
+def check_memory_start(start):
+    """Checks the `start` of `initial_memory`."""
+    if start not in MEMORY_STARTS:
+        raise ValueError(
+            "`start` must be 'empty' (no valid slot: the authors' PyTorch "
+            "code) or 'zeros' (memory_length zero vectors that are attended "
+            "to: the authors' TensorFlow code and HuggingFace). Received: "
+            f"start={start!r}"
+        )
+    return start
 
 
 def cast_memory(memory):

@@ -7,9 +7,11 @@ from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
+from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.layers.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import cast_memory
+from keras_txl.models.transformer_xl_backbone import check_memory_start
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
@@ -99,6 +101,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             tokens that each tail cluster scores in training (exact in any
             case: a batch with more tokens in a cluster scores every
             token). `None` scores every token.
+        cluster_order: `"tensorflow"` (default) or `"pytorch"`, the
+            `AdaptiveSoftmax` argument: which head column scores each tail
+            cluster (the authors' TensorFlow code and HuggingFace, or their
+            PyTorch code; they differ with two or more tail clusters).
+            Used only by adaptive backbones. A config saved before this
+            argument existed loads as `"pytorch"`, the order it was saved
+            with.
         preprocessor: optional `keras_hub` preprocessor, kept for
             `generate()` on strings.
         **kwargs: other keyword arguments passed to `keras.Model`.
@@ -127,6 +136,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         memory_length=None,
         tie_projections=None,
         tail_capacity=None,
+        cluster_order="tensorflow",
         preprocessor=None,
         **kwargs,
     ):
@@ -147,6 +157,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             "memory_length", memory_length, allow_zero=True
         )
         self.tie_projections = tie_projections
+        self.cluster_order = check_cluster_order(cluster_order)
         self.adaptive_softmax = None
         if isinstance(backbone.token_embedding, AdaptiveEmbedding):
             if tie_projections is None:
@@ -159,6 +170,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 tie_weights=self.tie_weights,
                 tie_projections=tie_projections,
                 tail_capacity=tail_capacity,
+                cluster_order=self.cluster_order,
                 kernel_initializer=keras.initializers.RandomNormal(
                     stddev=backbone.initializer_range
                 ),
@@ -554,6 +566,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory_length=memory_length,
             tie_projections=self.tie_projections if adaptive else None,
             tail_capacity=self.tail_capacity if adaptive else None,
+            cluster_order=self.cluster_order,
             preprocessor=self.preprocessor,
             name=f"{self.name}_memory_{memory_length}",
         )
@@ -686,6 +699,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         strip_prompt=False,
         memory_length=None,
         segment_length=None,
+        memory_start="empty",
     ):
         """Generates tokens after prompts, reusing the memory.
 
@@ -731,6 +745,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 generation; `None` uses `max_length`, the whole context.
             segment_length: int >= 1 or `None`. Length of the segments in
                 which the prompt is run; `None` uses 64.
+            memory_start: `"empty"` (default) or `"zeros"`: the memory
+                before the prompt, as `backbone.initial_memory(start=...)`.
+                `"zeros"` attends to `memory_length` zero vectors, as the
+                authors' TensorFlow code and HuggingFace do.
 
         Returns:
             Like `keras_hub.models.CausalLM.generate()`: strings with a
@@ -758,6 +776,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         options = (
             check_optional_positive_int("memory_length", memory_length),
             check_optional_positive_int("segment_length", segment_length),
+            check_memory_start(memory_start),
         )
         backbone = self.backbone
         if backbone.compressed_memory_length and backbone.compression_rate > 1:
@@ -787,10 +806,11 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                     strip_prompt=strip_prompt,
                     memory_length=memory_length,
                     segment_length=segment_length,
+                    memory_start=memory_start,
                 )
             finally:
                 object.__setattr__(self, "_preprocessor", preprocessor)
-        if options != getattr(self, "_generate_options", (None, None)):
+        if options != getattr(self, "_generate_options", (None, None, "empty")):
             # The lengths are read when the generate function is traced.
             self._generate_options = options
             self.generate_function = None
@@ -826,8 +846,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
         padding_mask = ops.cast(inputs["padding_mask"], "bool")
         batch_size, max_length = ops.shape(token_ids)
-        memory_length, segment_length = getattr(
-            self, "_generate_options", (None, None)
+        memory_length, segment_length, memory_start = getattr(
+            self, "_generate_options", (None, None, "empty")
         )
         if memory_length is None:
             memory_length = max_length
@@ -847,6 +867,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             ),  # (batch, layers, M, hidden)
             "valid_length": ops.zeros((batch_size,), dtype="int32"),
         }
+        if memory_start == "zeros":  # M zero vectors that are attended to
+            memory["valid_length"] = memory["valid_length"] + memory_length
         if self.backbone.compressed_memory_length:  # compression_rate=1
             memory["compressed_memory"] = ops.zeros(
                 (
@@ -939,9 +961,17 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "memory_length": self.memory_length,
                 "tie_projections": self.tie_projections,
                 "tail_capacity": self.tail_capacity,
+                "cluster_order": self.cluster_order,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        # Saved before `cluster_order` existed: the order of that time.
+        config.setdefault("cluster_order", "pytorch")
+        return super().from_config(config)
 
 
 def _is_text(x):

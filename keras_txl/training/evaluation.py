@@ -62,3 +62,138 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
         "bits_per_character": loss / math.log(2.0),
         "perplexity": math.exp(loss),
     }
+
+
+def evaluation_model(lm, clamp_length=None, same_length=None):
+    """`lm`, or a copy with its weights and other evaluation settings of
+    its backbone (which are fixed when it is built).
+
+    Args:
+        lm: a built `TransformerXLCausalLM`.
+        clamp_length: `None` keeps the model's; an int >= 1 clamps relative
+            distances there; 0 or -1 (the authors' `clamp_len=-1`) keeps
+            all distances.
+        same_length: `None` keeps the model's; else the backbone argument
+            (False, True/`"pytorch"` or `"tensorflow"`).
+
+    Returns:
+        A `TransformerXLCausalLM` (`lm` itself if nothing changes).
+    """
+    import keras
+
+    from keras_txl.layers.relative_multi_head_attention import check_same_length
+    from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+
+    backbone = lm.backbone
+    changes = {}
+    if clamp_length is not None:
+        clamp = None if clamp_length in (0, -1) else clamp_length
+        if clamp != backbone.clamp_length:
+            changes["clamp_length"] = clamp
+    if same_length is not None:
+        same_length = check_same_length(same_length)
+        if same_length != backbone.same_length:
+            changes["same_length"] = same_length
+    if not changes:
+        return lm
+    if not lm.built:
+        lm.build()
+    config = lm.get_config()
+    config["backbone"] = keras.saving.serialize_keras_object(
+        type(backbone).from_config({**backbone.get_config(), **changes})
+    )
+    config["preprocessor"] = None
+    copy = TransformerXLCausalLM.from_config(config)
+    copy.build()
+    for target, source in zip(copy.trainable_weights, lm.trainable_weights):
+        target.assign(keras.ops.convert_to_numpy(source))
+    return copy
+
+
+def evaluate_segments(
+    lm,
+    token_ids,
+    batch_size,
+    segment_length,
+    memory_length=None,
+    clamp_length=None,
+    same_length=None,
+    start="empty",
+    log=None,
+):
+    """The mean loss per token of a text under the evaluation protocol of
+    the paper's code, with an explicit memory.
+
+    As the authors' evaluation: the ids are cut into `batch_size`
+    contiguous streams (`ids[:B * n]` as `(B, n)`), read in segments of
+    `segment_length` (the last one shorter), each predicting the next
+    token, with a memory of `memory_length` carried from segment to
+    segment from the `start` memory. The released TensorFlow checkpoints
+    (and HuggingFace) need `start="zeros"`; `clamp_length` and
+    `same_length` override the model's (see `evaluation_model`). The
+    paper's settings of each released model are in docs/pretrained.md.
+
+    Args:
+        lm: a built `TransformerXLCausalLM`.
+        token_ids: 1-D int array: the text.
+        batch_size: int. Number of streams.
+        segment_length: int. Tokens per segment (`tgt_len`).
+        memory_length: int >= 0 or `None` (the backbone's `mem_len`).
+        clamp_length, same_length: see `evaluation_model`.
+        start: `"empty"` or `"zeros"`: see
+            `TransformerXLBackbone.initial_memory`.
+        log: optional function that prints a progress line per tenth.
+
+    Returns:
+        A dict: `loss` (mean negative log-likelihood per token, nats),
+        `bits_per_character` (`loss / ln 2`), `perplexity`, `tokens`
+        (scored), and the settings used.
+    """
+    import numpy as np
+    from keras import ops
+
+    from keras_txl.utils.validation import check_positive_int
+
+    batch_size = check_positive_int("batch_size", batch_size)
+    segment_length = check_positive_int("segment_length", segment_length)
+    model = evaluation_model(lm, clamp_length, same_length)
+    if memory_length is None:
+        memory_length = model.backbone.memory_length
+    ids = np.asarray(token_ids).reshape(-1)
+    steps = len(ids) // batch_size
+    if steps < 2:
+        raise ValueError(
+            f"{len(ids)} tokens are too few for {batch_size} streams: each "
+            "needs at least 2 tokens. Lower `batch_size`."
+        )
+    streams = ids[: batch_size * steps].reshape(batch_size, steps)
+    memory = model.backbone.initial_memory(
+        batch_size, memory_length=memory_length, start=start
+    )
+    total, count = 0.0, 0
+    starts = list(range(0, steps - 1, segment_length))
+    for k, t in enumerate(starts):
+        end = min(t + segment_length, steps - 1)
+        logits, memory = model.call_with_memory(streams[:, t:end], memory)
+        log_probs = ops.log_softmax(logits, axis=-1)  # (B, T, V)
+        targets = ops.convert_to_tensor(streams[:, t + 1 : end + 1], "int32")
+        picked = ops.take_along_axis(
+            log_probs, ops.expand_dims(targets, -1), axis=-1
+        )  # (B, T, 1)
+        total -= float(ops.convert_to_numpy(ops.sum(picked)))
+        count += batch_size * (end - t)
+        if log is not None and (k + 1) % max(1, len(starts) // 10) == 0:
+            log(f"segment {k + 1}/{len(starts)}: loss {total / count:.4f}")
+    loss = total / count
+    return {
+        "loss": loss,
+        "bits_per_character": loss / math.log(2.0),
+        "perplexity": math.exp(loss),
+        "tokens": count,
+        "batch_size": batch_size,
+        "segment_length": segment_length,
+        "memory_length": memory_length,
+        "clamp_length": model.backbone.clamp_length,
+        "same_length": model.backbone.same_length,
+        "start": start,
+    }

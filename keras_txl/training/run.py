@@ -16,6 +16,7 @@ import keras
 from keras_txl.distribute import memory_budget
 from keras_txl.training import artifacts
 from keras_txl.training.evaluation import evaluate_bpc
+from keras_txl.training.evaluation import evaluate_segments
 from keras_txl.training.memory_reset import MemoryReset
 from keras_txl.training.plots import plot_bpc_vs_memory
 from keras_txl.training.plots import plot_training_curve
@@ -420,6 +421,9 @@ def evaluate(
     batch_size=None,
     metrics_json=None,
     log=print,
+    clamp_length=None,
+    same_length=None,
+    memory_start=None,
 ):
     """Bits per character of a saved model on a text file, with memory.
 
@@ -433,9 +437,14 @@ def evaluate(
             batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
         log: function that prints a line.
+        clamp_length, same_length, memory_start: the paper's evaluation
+            protocol. If any is set, the text is scored by
+            `keras_txl.training.evaluation.evaluate_segments` (explicit
+            memory from `memory_start`, `"empty"` by default; `None` keeps
+            the model's `clamp_length` / `same_length`).
 
     Returns:
-        The `evaluate_bpc` dict, with `tokens`.
+        The `evaluate_bpc` (or `evaluate_segments`) dict, with `tokens`.
     """
     from keras_txl import data
 
@@ -455,8 +464,21 @@ def evaluate(
     dataset = _segments(
         ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
     )
-    result = evaluate_bpc(lm, dataset, memory_length)
-    result["tokens"] = int(len(ids))
+    if (clamp_length, same_length, memory_start) != (None, None, None):
+        result = evaluate_segments(
+            lm,
+            ids,
+            rows,
+            length,
+            memory_length,
+            clamp_length=clamp_length,
+            same_length=same_length,
+            start=memory_start or "empty",
+            log=log,
+        )
+    else:
+        result = evaluate_bpc(lm, dataset, memory_length)
+    result.setdefault("tokens", int(len(ids)))
     log(
         f"{corpus}: {result['bits_per_character']:.4f} bits per character, "
         f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "

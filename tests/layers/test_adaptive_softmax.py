@@ -10,8 +10,10 @@ from tests.test_case import FIXTURES
 FIXTURE = FIXTURES / "official_adaptive_prelnorm.npz"
 
 
-def _official_softmax(data):
-    """The fixture's adaptive softmax: div_val 2, tie_projs [F, T, T]."""
+def _official_softmax(data, cluster_order="pytorch", reverse_clusters=False):
+    """The fixture's adaptive softmax: div_val 2, tie_projs [F, T, T]. The
+    authors' PyTorch code reads its clusters in the "pytorch" order;
+    `reverse_clusters` stores its cluster rows in the other order."""
     embedding = AdaptiveEmbedding(
         vocabulary_size=200,
         embedding_dim=32,
@@ -26,6 +28,7 @@ def _official_softmax(data):
         embedding=embedding,
         tie_weights=True,
         tie_projections=[False, True, True],
+        cluster_order=cluster_order,
     )
     softmax.build((None, None, 32))
     for i in range(3):
@@ -35,9 +38,41 @@ def _official_softmax(data):
         embedding.projections[i].assign(data[f"param/word_emb.emb_projs.{i}"].T)
         softmax.biases[i].assign(data[f"param/crit.out_layers.{i}.bias"])
     softmax.projections[0].assign(data["param/crit.out_projs.0"].T)
-    softmax.cluster_kernel.assign(data["param/crit.cluster_weight"])
-    softmax.cluster_bias.assign(data["param/crit.cluster_bias"])
+    rows = slice(None, None, -1 if reverse_clusters else 1)
+    softmax.cluster_kernel.assign(data["param/crit.cluster_weight"][rows])
+    softmax.cluster_bias.assign(data["param/crit.cluster_bias"][rows])
     return softmax
+
+
+@pytest.mark.torch_ok
+def test_cluster_orders():
+    """Tail cluster i reads head column cutoffs[0] + i - 1 ("tensorflow")
+    or -i ("pytorch"): with 2 tail clusters, the "tensorflow" order on the
+    cluster rows reversed is the fixture's "pytorch" order, and the wrong
+    order is far off."""
+    data = np.load(FIXTURE)
+    hidden, targets = data["hidden_s1"], data["tokens"][:, 6:11]
+    tensorflow = _official_softmax(data, "tensorflow", reverse_clusters=True)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(tensorflow(hidden)), data["logprobs_s1"], atol=1e-5
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(tensorflow(hidden, targets)),
+        data["nll_s1"],
+        atol=1e-5,
+    )
+    wrong = _official_softmax(data, "tensorflow")
+    error = np.abs(ops.convert_to_numpy(wrong(hidden)) - data["logprobs_s1"])
+    assert error[..., :20].max() < 1e-5  # the head's own ids agree
+    assert error[..., 20:].max() > 0.1  # every tail reads another column
+    assert tensorflow.get_config()["cluster_order"] == "tensorflow"
+    assert AdaptiveSoftmax(vocabulary_size=9).cluster_order == "tensorflow"
+    # A config saved before the argument keeps the order it was built with.
+    config = wrong.get_config()
+    del config["cluster_order"]
+    assert AdaptiveSoftmax.from_config(config).cluster_order == "pytorch"
+    with pytest.raises(ValueError, match="cluster_order.*'tensorflow'"):
+        AdaptiveSoftmax(vocabulary_size=9, cluster_order="hf")
 
 
 @pytest.mark.torch_ok

@@ -166,3 +166,27 @@ def test_round_trip():
         ],
         mixed_precision=True,
     )
+
+
+@pytest.mark.torch_ok
+@pytest.mark.parametrize("T, M", [(4, 6), (5, 3), (3, 3)])
+def test_tensorflow_same_length_mask(T, M):
+    """`same_length="tensorflow"` is the mask of `_create_mask` in the
+    authors' `tf/model.py` (masked: keys after the query, and keys j < i
+    among the first T), one key more per row than the PyTorch mask."""
+    from keras_txl.layers.relative_multi_head_attention import attention_allowed
+
+    i, j = np.arange(T)[:, None], np.arange(M + T)[None, :]
+    masked = j > i + M
+    masked |= (j < T) & (j < i)
+    tensorflow = to_numpy(
+        attention_allowed(T, M + T, None, None, True, "tensorflow")
+    )[0]
+    np.testing.assert_array_equal(tensorflow, ~masked)
+    pytorch = to_numpy(attention_allowed(T, M + T, None, None, True, True))[0]
+    np.testing.assert_array_equal(tensorflow.sum(-1), pytorch.sum(-1) + 1)
+    assert RelativeMultiHeadAttention(2, 4, same_length="pytorch").same_length
+    layer = RelativeMultiHeadAttention(2, 4, same_length="tensorflow")
+    assert layer.get_config()["same_length"] == "tensorflow"
+    with pytest.raises(ValueError, match="same_length.*tensorflow"):
+        RelativeMultiHeadAttention(2, 4, same_length="tf")

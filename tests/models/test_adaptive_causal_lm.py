@@ -130,3 +130,47 @@ def test_saving_keeps_the_tied_weights(tied_lm, tmp_path):
     np.testing.assert_allclose(
         ops.convert_to_numpy(got), ops.convert_to_numpy(expected), atol=1e-6
     )
+
+
+def test_cluster_order_is_saved_and_old_configs_keep_theirs():
+    """New models use the TensorFlow/HuggingFace cluster order; a config
+    saved before `cluster_order` existed loads with the PyTorch order it
+    was built with; a copy from a config keeps the order."""
+    backbone = _backbone(cutoffs=[10, 25], div_val=2)
+    lm = TransformerXLCausalLM(backbone)
+    assert lm.cluster_order == "tensorflow"
+    assert lm.adaptive_softmax.cluster_order == "tensorflow"
+    config = lm.get_config()
+    assert config["cluster_order"] == "tensorflow"
+    clone = TransformerXLCausalLM.from_config(config)
+    assert clone.adaptive_softmax.cluster_order == "tensorflow"
+    del config["cluster_order"]
+    old = TransformerXLCausalLM.from_config(config)
+    assert old.adaptive_softmax.cluster_order == "pytorch"
+    pytorch = TransformerXLCausalLM(backbone, cluster_order="pytorch")
+    assert pytorch.with_memory_length(2).cluster_order == "pytorch"
+    with pytest.raises(ValueError, match="cluster_order"):
+        TransformerXLCausalLM(backbone, cluster_order="PyTorch")
+
+
+def test_zero_starting_memory_and_tensorflow_mask():
+    backbone = _backbone(same_length="tensorflow", layer_norm_epsilon=1e-12)
+    config = backbone.get_config()
+    assert config["same_length"] == "tensorflow"
+    assert config["layer_norm_epsilon"] == 1e-12
+    clone = TransformerXLBackbone.from_config(config)
+    assert clone.transformer_layers[0].attention.same_length == "tensorflow"
+    empty = backbone.initial_memory(3)
+    zeros = backbone.initial_memory(3, memory_length=5, start="zeros")
+    assert ops.convert_to_numpy(empty["valid_length"]).tolist() == [0] * 3
+    assert ops.convert_to_numpy(zeros["valid_length"]).tolist() == [5] * 3
+    assert not np.any(ops.convert_to_numpy(zeros["memory"]))
+    tokens = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], "int32")
+    a, _ = backbone.call_with_memory(tokens, empty)
+    b, _ = backbone.call_with_memory(tokens, zeros)
+    # Attended zero vectors change the output.
+    assert (
+        np.abs(ops.convert_to_numpy(a) - ops.convert_to_numpy(b)).max() > 1e-4
+    )
+    with pytest.raises(ValueError, match="'zeros'"):
+        backbone.initial_memory(3, start="zero")

@@ -60,10 +60,10 @@ def greedy_by_recomputation(lm, prompt, max_length):
     return tokens
 
 
-def greedy_by_steps(lm, prompt, max_length, memory_length):
+def greedy_by_steps(lm, prompt, max_length, memory_length, start="empty"):
     """The greedy tokens of a Python loop of single-token
     `call_with_memory` steps with a memory of `memory_length`."""
-    memory = lm.backbone.initial_memory(1, memory_length)
+    memory = lm.backbone.initial_memory(1, memory_length, start=start)
     tokens = list(prompt)
     for position in range(max_length - 1):
         step = np.array([[tokens[position]]], "int32")
@@ -92,6 +92,24 @@ def test_greedy_with_memory_equals_recomputing_the_prefix():
     assert out["token_ids"][0].tolist() == expected
     assert len(set(expected[7:])) >= 5  # not one token over and over
     assert out["padding_mask"].all()
+
+
+def test_zero_starting_memory():
+    """`memory_start="zeros"` generates from attended zero vectors, as
+    `initial_memory(start="zeros")` (HuggingFace, the authors' TensorFlow
+    code), and differs from the empty start."""
+    lm = make_lm()
+    prompt, max_length = [3, 17, 5, 22, 9], 16
+    out = lm.generate(
+        padded([prompt], max_length),
+        stop_token_ids=None,
+        segment_length=2,
+        memory_length=6,
+        memory_start="zeros",
+    )
+    zeros = greedy_by_steps(lm, prompt, max_length, 6, start="zeros")
+    assert out["token_ids"][0].tolist() == zeros
+    assert zeros != greedy_by_steps(lm, prompt, max_length, 6)
 
 
 def test_mixed_length_prompts_match_each_prompt_alone():
