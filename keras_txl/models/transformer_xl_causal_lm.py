@@ -446,7 +446,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 f"Options {sorted(kwargs)} apply to keras-hub presets, not "
                 f"to a {source} checkpoint."
             )
+        # The converter returns a built model, whose layer tracking is
+        # locked; the preprocessor has no weights.
+        locked = lm._tracker.locked
+        lm._tracker.unlock()
         lm.preprocessor = preprocessor
+        if locked:
+            lm._tracker.lock()
         return lm
 
     def compute_loss(

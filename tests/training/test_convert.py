@@ -75,7 +75,8 @@ def fake_from_huggingface(monkeypatch):
     def from_huggingface(path):
         calls.append(path)
         lm = _lm_for(TransformerXLTokenizer.from_preset(HF_FOLDER))
-        lm.preprocessor = None  # the converter returns the model alone
+        lm.preprocessor = None  # the converter returns the model alone,
+        lm.build()  # built, as the real one
         return lm
 
     monkeypatch.setattr(
@@ -126,6 +127,10 @@ def test_convert_command(tmp_path, capsys, fake_from_huggingface):
     assert len(line.splitlines()) == 1
     loaded = TransformerXLCausalLM.from_preset(out)
     assert loaded.preprocessor.tokenizer.vocabulary_size() == 1203
+    # keras-txl generate reads the converted preset and its tokenizer.
+    argv = ["generate", out, "--prompt", "I tell you", "--max-length", "9"]
+    assert main(argv + ["--sampler", "greedy"]) == 0
+    assert capsys.readouterr().out.startswith("I tell you")
     # An existing preset is kept unless --overwrite.
     assert main(["convert", str(source), out]) == 1
     assert "already holds a preset" in capsys.readouterr().err
