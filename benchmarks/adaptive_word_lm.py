@@ -37,9 +37,7 @@ from keras_txl import data
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
-SHAKESPEARE = (
-    Path(__file__).resolve().parents[1] / "data/tinyshakespeare.txt"
-)
+SHAKESPEARE = Path(__file__).resolve().parents[1] / "data/tinyshakespeare.txt"
 
 
 class _StepTimes(keras.callbacks.Callback):

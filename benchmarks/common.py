@@ -11,10 +11,11 @@ import resource
 import sys
 import time
 
-from keras_txl.training.presets import ARCHITECTURES
+from keras_txl.app.presets import ARCHITECTURES
 
-# Model presets: a size of `keras_txl.training.presets.ARCHITECTURES` with
-# the segment, memory, batch and vocabulary of the measurement.
+# Model presets: a size of `keras_txl.app.presets.ARCHITECTURES`, of the
+# same name, with the segment, memory, batch and vocabulary of the
+# measurement.
 # `reference` is the configuration of the speed goals: 4 layers, hidden 256,
 # 8 heads x 32, intermediate 1024, T = M = 128, batch 16, a byte
 # vocabulary. `base` is the paper's 12-layer enwik8 model with shorter
@@ -28,7 +29,7 @@ PRESETS = {
         vocabulary_size=256,
     )
     for name, size, length, batch in (
-        ("tiny", "small", 32, 8),
+        ("small", "small", 32, 8),
         ("reference", "reference", 128, 16),
         ("base", "base", 256, 8),
     )

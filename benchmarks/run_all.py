@@ -72,7 +72,7 @@ def suite(quick, parity, backends, variants=False):
                     "--dropout",
                     "0.0",
                 ),
-                job("tensorflow", train, "--preset", "tiny"),
+                job("tensorflow", train, "--preset", "small"),
                 job(
                     "tensorflow",
                     train,
@@ -93,11 +93,11 @@ def suite(quick, parity, backends, variants=False):
         if not quick:
             jobs += [
                 job("jax", train, "--dtype", "mixed_bfloat16"),
-                job("jax", train, "--preset", "tiny"),
+                job("jax", train, "--preset", "small"),
             ]
     if "torch" in backends:
         torch_steps = ["--steps", "4", "--eval-steps", "6", "--warmup", "2"]
-        jobs.append(job("torch", train, "--preset", "tiny", *roofline_seconds))
+        jobs.append(job("torch", train, "--preset", "small", *roofline_seconds))
         if not quick:
             jobs.append(job("torch", train, "--dtype", "float32", *torch_steps))
     table9 = "eval_speed"

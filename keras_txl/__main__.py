@@ -2,6 +2,6 @@
 
 import sys
 
-from keras_txl.cli import main
+from keras_txl.app.cli import main
 
 sys.exit(main())

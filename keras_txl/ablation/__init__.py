@@ -2,13 +2,13 @@
 and section 4.3): recurrence, position encodings, memory length,
 stop-gradient, and the relative effective context length (RECL).
 
-Ablation tooling, not part of the model: `run_ablation` trains every
-variant with the same budget and seed; `relative_effective_context_length`
+Ablation tooling, not part of the model: `relative_effective_context_length`
 computes RECL from per-token losses (`context_losses`);
 `UnrolledSegmentsLM` trains several segments per batch in one graph (with
 `TransformerXLBackbone(stop_memory_gradient=False)`, backpropagation
-through the memory). The command line is `keras-txl ablate` and
-`keras-txl recl` (see `keras_txl.ablation.cli`).
+through the memory). The runs that train every variant with the same
+budget and seed are the application's (`keras_txl.app.ablation_run.
+run_ablation`, the commands `keras-txl ablate` and `keras-txl recl`).
 """
 
 from keras_txl.ablation.cost import measure_step_cost
@@ -16,18 +16,13 @@ from keras_txl.ablation.evaluation import bits_per_token
 from keras_txl.ablation.evaluation import context_losses
 from keras_txl.ablation.evaluation import evaluation_copy
 from keras_txl.ablation.evaluation import token_losses
-from keras_txl.ablation.presets import PRESETS
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.recl import relative_gain
 from keras_txl.ablation.recl import relative_gains
-from keras_txl.ablation.run import VARIANTS
-from keras_txl.ablation.run import run_ablation
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
 
 __all__ = [
-    "PRESETS",
     "UnrolledSegmentsLM",
-    "VARIANTS",
     "bits_per_token",
     "context_losses",
     "evaluation_copy",
@@ -35,6 +30,5 @@ __all__ = [
     "relative_effective_context_length",
     "relative_gain",
     "relative_gains",
-    "run_ablation",
     "token_losses",
 ]

@@ -1,8 +1,8 @@
 import keras
 from keras import ops
 
+from keras_txl.models.memory_carry import prepare_memory_carry
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
-from keras_txl.training.memory_carry import prepare_memory_carry
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -113,26 +113,19 @@ class UnrolledSegmentsLM(keras.Model):
         state = self.lm.memory_state
         if not state.has_state and batch_size is not None:
             state.build(batch_size)
+        spec = self.lm.backbone.memory_spec
         memory = state.read(batch_size)
         token_ids = ops.cast(token_ids, "int32")
         logits = []
         for start in range(0, length, T):
             outputs = self.lm.backbone(
-                {
-                    "token_ids": token_ids[:, start : start + T],
-                    "memory": memory["memory"],
-                    "valid_length": memory["valid_length"],
-                },
+                {"token_ids": token_ids[:, start : start + T], **memory},
                 training=training,
             )
             logits.append(self.lm.compute_logits(outputs["sequence_output"]))
-            memory = outputs  # Gradients flow unless the backbone stops them.
-        state.write(
-            {
-                "memory": ops.stop_gradient(memory["memory"]),
-                "valid_length": memory["valid_length"],
-            }
-        )
+            # Gradients flow unless the backbone stops them.
+            memory = spec.select(outputs)
+        state.write(spec.stop_gradient(memory))
         return ops.concatenate(logits, axis=1)  # (batch, k * T, vocab)
 
     def get_config(self):

@@ -29,11 +29,27 @@ from keras_txl.data.corpora import load_text8
 from keras_txl.data.corpora import load_wikitext103
 from keras_txl.data.corpora import split_text
 from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.corpus_ids import CorpusIds
+from keras_txl.data.corpus_ids import dataset_sources
+from keras_txl.data.corpus_ids import load_corpus_ids
+from keras_txl.data.corpus_sources import SourceSplits
+from keras_txl.data.corpus_sources import enwik8_sources
+from keras_txl.data.corpus_sources import text8_sources
+from keras_txl.data.corpus_sources import text_file_sources
+from keras_txl.data.corpus_sources import wikitext103_sources
+from keras_txl.data.one_billion_word import OneBillionWordFiles
+from keras_txl.data.one_billion_word import one_billion_word_dataset
+from keras_txl.data.one_billion_word import one_billion_word_files
+from keras_txl.data.one_billion_word import one_billion_word_tokenizer
 from keras_txl.data.segments import SegmentInfo
 from keras_txl.data.segments import num_batches
 from keras_txl.data.segments import segment_dataset
 from keras_txl.data.segments import segment_info
 from keras_txl.data.segments import shard_streams
+from keras_txl.data.text_pipeline import text_segment_dataset
+from keras_txl.data.token_cache import TextSource
+from keras_txl.data.token_cache import build_tokenizer
+from keras_txl.data.token_cache import cached_token_ids
 from keras_txl.data.tokenization import decode
 from keras_txl.data.tokenization import encode
 from keras_txl.data.tokenization import make_tokenizer
@@ -42,6 +58,22 @@ __all__ = [
     "ByteTokenizer",
     "CharacterTokenizer",
     "CorpusError",
+    "CorpusIds",
+    "SourceSplits",
+    "TextSource",
+    "build_tokenizer",
+    "cached_token_ids",
+    "dataset_sources",
+    "enwik8_sources",
+    "load_corpus_ids",
+    "OneBillionWordFiles",
+    "one_billion_word_dataset",
+    "one_billion_word_files",
+    "one_billion_word_tokenizer",
+    "text_segment_dataset",
+    "text8_sources",
+    "text_file_sources",
+    "wikitext103_sources",
     "SegmentInfo",
     "TextSplits",
     "builtin_corpus",

@@ -44,22 +44,22 @@ TEXT8_URL = "http://mattmahoney.net/dc/text8.zip"
 # No published checksum of text8.zip was found; the content is checked
 # instead (only "a"-"z" and " "). Pass `file_hash=` to pin one.
 TEXT8_SHA256 = None
-WIKITEXT103_URLS = {
-    "tokens": (
-        "https://s3.amazonaws.com/research.metamind.io/wikitext/"
-        "wikitext-103-v1.zip"
-    ),
-    "raw": (
-        "https://s3.amazonaws.com/research.metamind.io/wikitext/"
-        "wikitext-103-raw-v1.zip"
-    ),
+# WikiText-103: the authors' S3 archives no longer answer (2024); the
+# Hugging Face copy (`Salesforce/wikitext`, Parquet files of one line per
+# row) is the default source. `origin=` still takes a zip archive's URL.
+WIKITEXT103_HF_URL = (
+    "https://huggingface.co/datasets/Salesforce/wikitext/resolve/main"
+)
+WIKITEXT103_CONFIGS = {
+    "tokens": "wikitext-103-v1",
+    "raw": "wikitext-103-raw-v1",
 }
-WIKITEXT103_SHA256 = {
-    "tokens": (
-        "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590"
-    ),
-    "raw": "91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794",
-}
+WIKITEXT103_PARQUET_FILES = (
+    "train-00000-of-00002.parquet",
+    "train-00001-of-00002.parquet",
+    "validation-00000-of-00001.parquet",
+    "test-00000-of-00001.parquet",
+)
 
 # enwik8 and text8: the last 2 x 5M bytes are held out (the split of the
 # `prep_enwik8.py` script used by the Transformer-XL authors).
@@ -170,6 +170,19 @@ def split_text(text, valid_fraction=0.05, test_fraction=0.05):
     >>> train, valid, test
     ('0123456', '7', '89')
     """
+    num_train, num_valid, _ = split_sizes(
+        len(text), valid_fraction, test_fraction
+    )
+    return TextSplits(
+        train=text[:num_train],
+        valid=text[num_train : num_train + num_valid],
+        test=text[num_train + num_valid :],
+    )
+
+
+def split_sizes(size, valid_fraction, test_fraction):
+    """Characters of the train, validation and test parts of `split_text`
+    for a text of `size` characters (same checks and errors)."""
     valid_fraction = _check_fraction("valid_fraction", valid_fraction)
     test_fraction = _check_fraction("test_fraction", test_fraction)
     if valid_fraction + test_fraction >= 1.0:
@@ -178,7 +191,6 @@ def split_text(text, valid_fraction=0.05, test_fraction=0.05):
             f"training text. Received: valid_fraction={valid_fraction}, "
             f"test_fraction={test_fraction}"
         )
-    size = len(text)
     num_valid = int(size * valid_fraction)
     num_test = int(size * test_fraction)
     for name, fraction, count in (
@@ -197,11 +209,7 @@ def split_text(text, valid_fraction=0.05, test_fraction=0.05):
             f"A text of {size} characters leaves no training text. Use a "
             f"longer text."
         )
-    return TextSplits(
-        train=text[:num_train],
-        valid=text[num_train : num_train + num_valid],
-        test=text[num_train + num_valid :],
-    )
+    return num_train, num_valid, size - num_train - num_valid
 
 
 def load_enwik8(
@@ -301,15 +309,21 @@ def load_wikitext103(
     training text is about 0.54 GB (1 to 2 GB as a Python `str`).
 
     Args:
-        path: optional local copy, no network: the zip archive, or a folder
+        path: optional local copy, no network: the zip archive, a folder
             that holds the three files (directly or in a `wikitext-103` /
-            `wikitext-103-raw` subfolder).
+            `wikitext-103-raw` subfolder), or a folder of the Hugging Face
+            Parquet files (`train-0000N-of-00002.parquet`,
+            `validation-...`, `test-...`, directly or in a
+            `wikitext-103-v1` / `wikitext-103-raw-v1` subfolder).
         variant: `"tokens"` or `"raw"`.
         cache_dir: optional cache folder for the download.
-        origin: optional URL of the archive; `None` uses the S3 bucket of
-            the dataset's authors (`WIKITEXT103_URLS[variant]`).
-        file_hash: optional sha256 (or md5) of the archive; `None` uses
-            `WIKITEXT103_SHA256[variant]` when `origin` is `None`.
+        origin: optional URL of a zip archive of the files. `None` (with
+            `path=None`) downloads the Hugging Face copy
+            (`Salesforce/wikitext`: four Parquet files, 0.3 GB, read with
+            pyarrow) once and writes its text files beside it. The
+            authors' S3 archives no longer answer.
+        file_hash: optional sha256 (or md5) of the `origin` archive (the
+            Parquet files are not checked: none is published).
 
     Returns:
         `TextSplits(train, valid, test)`.
@@ -323,28 +337,113 @@ def load_wikitext103(
     splits = keras_txl.data.load_wikitext103(path="data/wikitext-103")
     ```
     """
-    if variant not in WIKITEXT103_URLS:
+    location, names = wikitext103_location(
+        path, variant, cache_dir, origin, file_hash
+    )
+    if os.path.isdir(location):
+        texts = [_read_from_folder(location, name) for name in names]
+    else:
+        members = _read_zip_members(_check_file(location), names)
+        texts = [
+            _decode(data, "utf-8", f"{name} in '{location}'")
+            for data, name in zip(members, names)
+        ]
+    return TextSplits(*texts)
+
+
+def wikitext103_location(
+    path=None, variant="tokens", cache_dir=None, origin=None, file_hash=None
+):
+    """Where the three WikiText-103 files are, downloaded or converted
+    from Parquet if needed.
+
+    Args: as `load_wikitext103`.
+
+    Returns:
+        `(location, names)`: a folder that holds the files (maybe in a
+        `wikitext-103*` subfolder) or a zip archive, and the three file
+        names (`wiki.{train,valid,test}.{tokens|raw}`).
+    """
+    if variant not in WIKITEXT103_CONFIGS:
         raise ValueError(
             '`variant` must be "tokens" or "raw". Received: '
             f"variant={variant!r}"
         )
     extension = "tokens" if variant == "tokens" else "raw"
     names = [f"wiki.{split}.{extension}" for split in TextSplits._fields]
-    if path is None:
-        if origin is None:
-            origin = WIKITEXT103_URLS[variant]
-            file_hash = file_hash or WIKITEXT103_SHA256[variant]
+    config = WIKITEXT103_CONFIGS[variant]
+    if path is None and origin is None:
+        subfolder = os.path.join("datasets", "wikitext-103-hf", config)
+        downloaded = [
+            _download(
+                name,
+                f"{WIKITEXT103_HF_URL}/{config}/{name}",
+                None,
+                cache_dir,
+                cache_subdir=subfolder,
+            )
+            for name in WIKITEXT103_PARQUET_FILES
+        ]
+        path = os.path.dirname(downloaded[0])
+    elif path is None:
         path = _download(os.path.basename(origin), origin, file_hash, cache_dir)
     path = os.fspath(path)
-    if os.path.isdir(path):
-        texts = [_read_from_folder(path, name) for name in names]
-    else:
-        members = _read_zip_members(_check_file(path), names)
-        texts = [
-            _decode(data, "utf-8", f"{name} in '{path}'")
-            for data, name in zip(members, names)
-        ]
-    return TextSplits(*texts)
+    if os.path.isdir(path) and _parquet_files(path, config):
+        path = _parquet_to_text(path, config, names)
+    return path, names
+
+
+def _parquet_files(folder, config):
+    """`{split: [files]}` of the Hugging Face Parquet layout in `folder`
+    (or its `config` subfolder), or `{}`."""
+    for base in (folder, os.path.join(folder, config)):
+        if not os.path.isdir(base):
+            continue
+        found = {}
+        for split in ("train", "validation", "test"):
+            found[split] = sorted(
+                os.path.join(base, name)
+                for name in os.listdir(base)
+                if name.startswith(f"{split}-") and name.endswith(".parquet")
+            )
+        if all(found.values()):
+            return found
+    return {}
+
+
+def _parquet_to_text(folder, config, names):
+    """Writes the three splits of the Parquet copy as the original text
+    files (one row per line; Hugging Face stored each blank line, " \n"
+    in the original files, as an empty row) in `folder/text`, once."""
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError as error:
+        raise CorpusError(
+            "Reading the Hugging Face copy of WikiText-103 (Parquet files) "
+            "needs pyarrow: pip install 'keras-txl[wikitext]' (or pyarrow)."
+        ) from error
+    files = _parquet_files(folder, config)
+    target = os.path.join(folder, "text")
+    os.makedirs(target, exist_ok=True)
+    for split, name in zip(("train", "validation", "test"), names):
+        path = os.path.join(target, name)
+        if os.path.isfile(path):
+            continue
+        temporary = f"{path}.partial{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8", newline="") as out:
+            for file in files[split]:
+                try:
+                    table = parquet.ParquetFile(file)
+                    for batch in table.iter_batches(columns=["text"]):
+                        for row in batch.column(0).to_pylist():
+                            out.write(row or " \n")
+                except Exception as error:
+                    raise CorpusError(
+                        f"Cannot read the Parquet file '{file}' ({error}). "
+                        "Download it again."
+                    ) from error
+        os.replace(temporary, path)
+    return target
 
 
 def _check_fraction(name, value):
@@ -403,7 +502,7 @@ def _decode(data, encoding, where, errors="strict"):
         ) from error
 
 
-def _download(fname, origin, file_hash, cache_dir):
+def _download(fname, origin, file_hash, cache_dir, cache_subdir="datasets"):
     """`keras.utils.get_file` with one-line errors."""
     try:
         return keras.utils.get_file(
@@ -411,6 +510,7 @@ def _download(fname, origin, file_hash, cache_dir):
             origin=origin,
             file_hash=file_hash,
             cache_dir=cache_dir,
+            cache_subdir=cache_subdir,
         )
     except ValueError as error:
         raise CorpusError(
@@ -429,21 +529,24 @@ def _load_archived_corpus(name, path, cache_dir, origin, file_hash):
     """Bytes of `name` from `name.zip` (downloaded or local) or a file."""
     if path is None:
         path = _download(f"{name}.zip", origin, file_hash, cache_dir)
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        for candidate in (name, f"{name}.zip"):
-            if os.path.isfile(os.path.join(path, candidate)):
-                path = os.path.join(path, candidate)
-                break
-        else:
-            raise CorpusError(
-                f"Folder '{path}' holds neither '{name}' nor '{name}.zip'. "
-                f"Pass the folder or file of the {name} corpus."
-            )
+    path = _find_archived(name, os.fspath(path))
     if _read_bytes(path, size=4) == _ZIP_MAGIC:
         (data,) = _read_zip_members(path, [name])
         return data
     return _read_bytes(path)
+
+
+def _find_archived(name, path):
+    """`path`, or the `name` or `name.zip` file in folder `path`."""
+    if os.path.isdir(path):
+        for candidate in (name, f"{name}.zip"):
+            if os.path.isfile(os.path.join(path, candidate)):
+                return os.path.join(path, candidate)
+        raise CorpusError(
+            f"Folder '{path}' holds neither '{name}' nor '{name}.zip'. "
+            f"Pass the folder or file of the {name} corpus."
+        )
+    return path
 
 
 def _read_zip_members(path, names):
@@ -466,10 +569,14 @@ def _read_zip_members(path, names):
 
 
 def _read_from_folder(folder, name):
+    return load_text(_find_in_folder(folder, name))
+
+
+def _find_in_folder(folder, name):
     for subfolder in ("", "wikitext-103", "wikitext-103-raw"):
         candidate = os.path.join(folder, subfolder, name)
         if os.path.isfile(candidate):
-            return load_text(candidate)
+            return os.path.abspath(candidate)
     raise CorpusError(
         f"Folder '{folder}' holds no '{name}' (also looked in its "
         f"wikitext-103 and wikitext-103-raw subfolders). Pass the folder of "

@@ -248,41 +248,75 @@ def segment_dataset(
     rows = shard_streams(batch_size, num_shards, shard_index)
     streams = ids[: batch_size * info.stream_length].reshape(
         batch_size, info.stream_length
-    )[rows]  # (rows, stream_length)
+    )[rows[0] : rows[-1] + 1]  # (rows, stream_length), a view
     num_rows = len(rows)
     full_batches = (info.stream_length - 1) // sequence_length
     if full_batches == info.num_batches:
         # Nothing after the full batches is read: keep only what is.
         streams = streams[:, : full_batches * sequence_length + 1]
-    streams = tf.constant(streams, tf.int32)
+    if isinstance(ids, np.memmap):
+        dataset = _memmap_batches(streams, full_batches, sequence_length)
+        streams = streams[:, full_batches * sequence_length :]
+        offset = 0
+    else:
+        streams = tf.constant(streams, tf.int32)
+        offset = full_batches * sequence_length
 
-    def full_batch(index):
-        start = tf.cast(index, tf.int32) * sequence_length
-        inputs = tf.slice(streams, [0, start], [num_rows, sequence_length])
-        targets = tf.slice(streams, [0, start + 1], [num_rows, sequence_length])
-        return inputs, targets  # (rows, T) each
-
-    dataset = tf.data.Dataset.range(full_batches).map(full_batch)
-    if info.num_batches > full_batches:
-        start = full_batches * sequence_length
-        last = info.last_sequence_length
-        dataset = dataset.concatenate(
-            tf.data.Dataset.from_tensors(
-                (
-                    streams[:, start : start + last],
-                    streams[:, start + 1 : start + 1 + last],
-                )
+        def full_batch(index):
+            start = tf.cast(index, tf.int32) * sequence_length
+            inputs = tf.slice(streams, [0, start], [num_rows, sequence_length])
+            targets = tf.slice(
+                streams, [0, start + 1], [num_rows, sequence_length]
             )
+            return inputs, targets  # (rows, T) each
+
+        dataset = tf.data.Dataset.range(full_batches).map(full_batch)
+    if info.num_batches > full_batches:
+        last = info.last_sequence_length
+        rest = np.asarray(streams[:, offset : offset + 1 + last], np.int32)
+        dataset = dataset.concatenate(
+            tf.data.Dataset.from_tensors((rest[:, :-1], rest[:, 1:]))
         )
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def _memmap_batches(streams, full_batches, sequence_length):
+    """Batches read from a memory-mapped array when they are needed: only
+    the `(rows, T + 1)` block of a batch is ever copied, so the corpus is
+    never held whole in memory (its pages are the file's, which the
+    system can drop). The slicing runs in NumPy (`tf.numpy_function`), so
+    this dataset runs in the Python process that made it."""
+    num_rows = streams.shape[0]
+
+    def read(index):
+        start = int(index) * sequence_length
+        block = streams[:, start : start + sequence_length + 1]
+        block = np.asarray(block, np.int32)  # (rows, T + 1)
+        return block[:, :-1], block[:, 1:]
+
+    def full_batch(index):
+        inputs, targets = tf.numpy_function(
+            read, [index], (tf.int32, tf.int32), stateful=False
+        )
+        inputs.set_shape((num_rows, sequence_length))
+        targets.set_shape((num_rows, sequence_length))
+        return inputs, targets
+
+    return tf.data.Dataset.range(full_batches).map(
+        full_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
+
+
 def _check_token_ids(token_ids, vocabulary_size):
-    """The ids as a 1-D int32 NumPy array, range-checked."""
+    """The ids as a 1-D NumPy array, range-checked: int32, or as they are
+    for a memory map or a dtype of under 4 bytes."""
     vocabulary_size = check_optional_positive_int(
         "vocabulary_size", vocabulary_size
     )
-    ids = np.asarray(token_ids)
+    if isinstance(token_ids, np.memmap):
+        ids = token_ids  # np.asarray would drop the memmap type
+    else:
+        ids = np.asarray(token_ids)
     if ids.ndim != 1:
         raise ValueError(
             "`token_ids` must be a 1-D array of the whole corpus (from "
@@ -293,13 +327,39 @@ def _check_token_ids(token_ids, vocabulary_size):
             "`token_ids` must hold integer ids. Received dtype "
             f"{ids.dtype}. Tokenize the text with `keras_txl.data.encode`."
         )
+    limit = vocabulary_size or np.iinfo(np.int32).max
+    if isinstance(ids, np.memmap) or ids.dtype.itemsize < 4:
+        # Ids of a compact cache stay as they are (no int32 copy of the
+        # corpus); a range its dtype cannot exceed is not read at all.
+        if ids.size and not _dtype_fits(ids.dtype, limit):
+            low, high = _chunked_range(ids)
+            if low < 0 or high >= limit:
+                raise _out_of_range(low, high, limit)
+        return ids
     if ids.size:
         low, high = int(ids.min()), int(ids.max())
-        limit = vocabulary_size or np.iinfo(np.int32).max
         if low < 0 or high >= limit:
-            raise CorpusError(
-                f"Token ids must lie in [0, vocabulary_size={limit}); the "
-                f"corpus holds ids in [{low}, {high}]. Encode it with the "
-                f"model's tokenizer, or use a vocabulary_size above {high}."
-            )
+            raise _out_of_range(low, high, limit)
     return ids.astype(np.int32, copy=False)
+
+
+def _dtype_fits(dtype, limit):
+    info = np.iinfo(dtype)
+    return info.min >= 0 and info.max < limit
+
+
+def _chunked_range(ids, chunk=1 << 24):
+    low, high = None, None
+    for start in range(0, len(ids), chunk):
+        part = ids[start : start + chunk]
+        low = int(part.min()) if low is None else min(low, int(part.min()))
+        high = int(part.max()) if high is None else max(high, int(part.max()))
+    return low, high
+
+
+def _out_of_range(low, high, limit):
+    return CorpusError(
+        f"Token ids must lie in [0, vocabulary_size={limit}); the corpus "
+        f"holds ids in [{low}, {high}]. Encode it with the model's "
+        f"tokenizer, or use a vocabulary_size above {high}."
+    )

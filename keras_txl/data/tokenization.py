@@ -211,8 +211,21 @@ def decode(tokenizer, token_ids):
 
 
 def _make_character_tokenizer(text, vocabulary_size):
+    return character_tokenizer_from_counts(
+        character_counts(text), vocabulary_size
+    )
+
+
+def character_counts(text):
+    """Occurrences of every code point of `text` (index: code point)."""
     codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), "<u4")
-    counts = np.bincount(codepoints)
+    return np.bincount(codepoints)
+
+
+def character_tokenizer_from_counts(counts, vocabulary_size=None):
+    """The `"char"` tokenizer of `make_tokenizer` from code point counts
+    (`character_counts`, summed over the chunks of a text)."""
+    counts = np.asarray(counts)
     present = np.flatnonzero(counts)  # ascending code points
     if vocabulary_size is None:
         return CharacterTokenizer(vocabulary=[chr(c) for c in present])
@@ -232,8 +245,16 @@ def _make_character_tokenizer(text, vocabulary_size):
 
 
 def _make_word_tokenizer(text, vocabulary_size):
+    return word_tokenizer_from_counts(
+        collections.Counter(text.split()), vocabulary_size
+    )
+
+
+def word_tokenizer_from_counts(counts, vocabulary_size=None):
+    """The `"word"` tokenizer of `make_tokenizer` from a `Counter` of the
+    whitespace words (updated chunk by chunk, in text order, so that ties
+    keep the order of first occurrence)."""
     reserved = [UNKNOWN_TOKEN, END_OF_LINE_TOKEN]
-    counts = collections.Counter(text.split())
     words = [
         word
         for word, _ in counts.most_common()
@@ -253,11 +274,17 @@ def _make_word_tokenizer(text, vocabulary_size):
                 f"vocabulary_size={vocabulary_size}"
             )
         words = words[: vocabulary_size - len(reserved)]
+    return word_tokenizer(reserved + words)
+
+
+def word_tokenizer(vocabulary):
+    """The `"word"` tokenizer of `make_tokenizer` with this vocabulary
+    (`<unk>` first, then `<eos>` if lines end with it, then the words)."""
     # A space never occurs inside a whitespace-split word, so with it as
     # the suffix indicator no word is ever cut into pieces: every word is
     # either in the vocabulary or `<unk>`.
     return keras_hub.tokenizers.WordPieceTokenizer(
-        vocabulary=reserved + words,
+        vocabulary=list(vocabulary),
         lowercase=False,
         strip_accents=False,
         split=False,
@@ -293,8 +320,11 @@ def _is_word_tokenizer(tokenizer):
     )
 
 
-def _encode_words(tokenizer, text):
+def _encode_words(tokenizer, text, last_line_ends=True):
     """Whitespace words of each line, then `<eos>`, as ids.
+
+    `last_line_ends=False` gives a text that does not end with a newline
+    (a chunk cut at a space) no `<eos>` after its last line.
 
     For the tokenizers of `make_tokenizer` (space suffix indicator, no
     case or accent folding) the ids are looked up in a dict, which gives
@@ -329,11 +359,13 @@ def _encode_words(tokenizer, text):
     lines = text.split("\n")
     if lines and not lines[-1]:
         lines.pop()  # a final newline ends the last line, no new line
+    ends_open = not last_line_ends and not text.endswith("\n")
+    open_line = len(lines) - 1 if ends_open else -1
     chunks = []
     words = []
-    for line in lines:
+    for number, line in enumerate(lines):
         words.extend(line.split())
-        if has_end_of_line:
+        if has_end_of_line and number != open_line:
             words.append(END_OF_LINE_TOKEN)
         if len(words) >= _WORDS_PER_CHUNK:
             chunks.append(tokenize(words))

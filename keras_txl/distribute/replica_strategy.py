@@ -214,7 +214,8 @@ class ReplicaStrategy:
         """The memory that each replica of this process holds, as numpy.
 
         Returns:
-            A list, one `{"memory", "valid_length"}` dict per local replica:
+            A list, one memory dict per local replica (the keys of
+            `model.memory_state.memory_spec`):
             in replica order on TensorFlow, in row order on JAX (the
             replica fed rows `[r * b, (r + 1) * b)` comes `r`-th).
         """
@@ -226,11 +227,12 @@ class ReplicaStrategy:
             )
         parts = {
             name: self._local_values(getattr(state, name).value)
-            for name in ("memory", "valid_length")
+            for name in state.memory_spec.keys
         }
+        replicas = len(parts["memory"])
         return [
-            {"memory": memory, "valid_length": valid}
-            for memory, valid in zip(parts["memory"], parts["valid_length"])
+            {name: values[r] for name, values in parts.items()}
+            for r in range(replicas)
         ]
 
     def write_memory(self, model, memory):
@@ -239,7 +241,7 @@ class ReplicaStrategy:
 
         Args:
             model: a model whose memory `build_memory` created.
-            memory: `{"memory", "valid_length"}` arrays of the global batch,
+            memory: memory dict of arrays of the global batch,
                 rows in order (the replicas' memories of `replica_memory`,
                 concatenated).
         """

@@ -274,13 +274,15 @@ def _export_in_tensorflow_process(
 def _make_archive(lm, batch_size, segment_length, memory_length):
     import tensorflow as tf
 
-    backbone = lm.backbone
-    memory_shape = (
-        batch_size,
-        backbone.num_layers,
-        memory_length,
-        backbone.hidden_dim,
-    )
+    spec = lm.backbone.memory_spec
+    memory_shape = spec.shapes(batch_size, memory_length)["memory"]
+    # The signatures thread the paper's memory, `serve`'s arguments (not
+    # yet the compressed memory of a compressive backbone).
+    memory_signature = [
+        entry
+        for entry in spec.signature(batch_size, memory_length)
+        if entry[0] in ("memory", "valid_length")
+    ]
     token_shape = (batch_size, segment_length)
 
     def serve(token_ids, memory, valid_length):
@@ -318,10 +320,8 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
         }
 
     def initial_memory():
-        return {
-            "memory": tf.zeros(memory_shape, tf.float32),
-            "valid_length": tf.zeros((batch_size,), tf.int32),
-        }
+        memory = spec.zeros(batch_size, memory_length)
+        return {key: memory[key] for key in ("memory", "valid_length")}
 
     if not lm.memory_state.has_state:
         # Keras traces the model's own default signature while writing the
@@ -335,8 +335,10 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
         serve,
         input_signature=[
             tf.TensorSpec(token_shape, tf.int32, name="token_ids"),
-            tf.TensorSpec(memory_shape, tf.float32, name="memory"),
-            tf.TensorSpec((batch_size,), tf.int32, name="valid_length"),
+            *(
+                tf.TensorSpec(shape, dtype, name=key)
+                for key, shape, dtype in memory_signature
+            ),
         ],
     )
     archive.add_endpoint(

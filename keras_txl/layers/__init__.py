@@ -10,7 +10,6 @@ from keras_txl.layers.learned_relative_multi_head_attention import (
     LearnedRelativeMultiHeadAttention,
 )
 from keras_txl.layers.memory_cache import MemoryCache
-from keras_txl.layers.memory_state import MemoryState
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
@@ -27,7 +26,6 @@ __all__ = [
     "DifferentiableMemoryCache",
     "LearnedRelativeMultiHeadAttention",
     "MemoryCache",
-    "MemoryState",
     "RelativeMultiHeadAttention",
     "RelativePositionEmbedding",
     "TransformerXLBlock",

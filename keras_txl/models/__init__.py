@@ -1,5 +1,8 @@
-"""Transformer-XL models."""
+"""Transformer-XL models: the backbone, the causal LM and the memory it
+carries between the batches of `fit`, `evaluate` and `predict`."""
 
+from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
@@ -8,6 +11,8 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 
 __all__ = [
+    "MemoryReset",
+    "MemoryState",
     "TransformerXLBackbone",
     "TransformerXLCausalLM",
     "TransformerXLCausalLMPreprocessor",

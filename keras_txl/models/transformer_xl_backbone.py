@@ -20,6 +20,7 @@ from keras_txl.layers.relative_position_embedding import (
 )
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.layers.transformer_xl_block import check_position_encoding
+from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_optional_positive_int
@@ -29,9 +30,6 @@ from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
 from keras_txl.utils.validation import dtype_name
 from keras_txl.utils.validation import is_concrete
-
-_MEMORY_KEYS = ("memory", "valid_length")
-_COMPRESSED_KEYS = ("compressed_memory", "compressed_valid_length")
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -315,15 +313,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
 
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        memory = keras.Input(
-            shape=(num_layers, None, hidden_dim), dtype="float32", name="memory"
+        memory_spec = MemorySpec(
+            num_layers, hidden_dim, memory_length, compressed_memory_length
         )
-        valid_length = keras.Input(shape=(), dtype="int32", name="valid_length")
-        inputs = {
-            "token_ids": token_ids,
-            "memory": memory,
-            "valid_length": valid_length,
-        }
+        inputs = {"token_ids": token_ids, **memory_spec.inputs()}
+        memory = inputs["memory"]  # (batch, L, M, hidden)
+        valid_length = inputs["valid_length"]  # (batch,)
 
         # The paper's SG(.): no gradient flows into the previous segment
         # (unless the `stop_memory_gradient=False` ablation).
@@ -332,14 +327,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             read_memory = ops.stop_gradient(memory)
         read_valid_length = valid_length
         if compressive:
-            inputs["compressed_memory"] = keras.Input(
-                shape=(num_layers, None, hidden_dim),
-                dtype="float32",
-                name="compressed_memory",
-            )
-            inputs["compressed_valid_length"] = keras.Input(
-                shape=(), dtype="int32", name="compressed_valid_length"
-            )
             # Both memories keep their valid slots last and the compressed
             # one fills only once the memory is full: the concatenation is
             # again "valid slots last".
@@ -429,11 +416,20 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.reconstruction_loss_weight = reconstruction_loss_weight
 
     @property
+    def memory_spec(self):
+        """The `MemorySpec` of this backbone's memory: its keys, shapes and
+        dtypes, at the constructor's lengths."""
+        return MemorySpec(
+            self.num_layers,
+            self.hidden_dim,
+            self.memory_length,
+            self.compressed_memory_length,
+        )
+
+    @property
     def memory_keys(self):
         """The keys of a memory dict of this backbone."""
-        if self.compressed_memory_length:
-            return _MEMORY_KEYS + _COMPRESSED_KEYS
-        return _MEMORY_KEYS
+        return self.memory_spec.keys
 
     def initial_memory(
         self,
@@ -478,26 +474,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "memory_length", memory_length, allow_zero=True
         )
         start = check_memory_start(start)
-        shape = (batch_size, self.num_layers, memory_length, self.hidden_dim)
-        valid = memory_length if start == "zeros" else 0
-        memory = {
-            "memory": ops.zeros(shape, dtype="float32"),
-            "valid_length": ops.full((batch_size,), valid, dtype="int32"),
-        }
-        if self.compressed_memory_length:
-            if compressed_memory_length is None:
-                compressed_memory_length = self.compressed_memory_length
+        if compressed_memory_length is not None:
             compressed_memory_length = check_positive_int(
                 "compressed_memory_length",
                 compressed_memory_length,
                 allow_zero=True,
             )
-            shape = shape[:2] + (compressed_memory_length, self.hidden_dim)
-            memory["compressed_memory"] = ops.zeros(shape, dtype="float32")
-            memory["compressed_valid_length"] = ops.zeros(
-                (batch_size,), dtype="int32"
-            )
-        return memory
+        return self.memory_spec.zeros(
+            batch_size,
+            memory_length,
+            compressed_memory_length,
+            valid_length=memory_length if start == "zeros" else 0,
+        )
 
     def check_memory(self, memory, batch_size=None):
         """Raises a `ValueError` if `memory` does not fit this backbone."""
@@ -607,11 +595,13 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             memory = self.initial_memory(batch_size)
         self.check_memory(memory, batch_size)
         outputs = self(
-            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
+            {
+                "token_ids": ops.cast(token_ids, "int32"),
+                **self.memory_spec.cast(memory),
+            },
             training=training,
         )
-        new_memory = {key: outputs[key] for key in self.memory_keys}
-        return outputs["sequence_output"], new_memory
+        return outputs["sequence_output"], self.memory_spec.select(outputs)
 
     def get_config(self):
         config = super().get_config()
@@ -660,10 +650,3 @@ def check_memory_start(start):
         )
     return start
 
-
-def cast_memory(memory):
-    """A memory dict with float32 states and int32 valid lengths."""
-    return {
-        key: ops.cast(value, "int32" if "valid" in key else "float32")
-        for key, value in memory.items()
-    }

@@ -8,9 +8,12 @@ from keras import ops
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.adaptive_softmax import check_cluster_order
-from keras_txl.layers.memory_state import MemoryState
+from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.metrics.bits_per_character import BitsPerCharacter
+from keras_txl.models.memory_carry import bind_arguments
+from keras_txl.models.memory_carry import carry_memory
+from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
-from keras_txl.models.transformer_xl_backbone import cast_memory
 from keras_txl.models.transformer_xl_backbone import check_memory_start
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
@@ -19,12 +22,8 @@ from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 from keras_txl.models.transformer_xl_tokenizer import (
     is_huggingface_transformer_xl,
 )
-from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
-from keras_txl.training.bits_per_character import BitsPerCharacter
-from keras_txl.training.memory_carry import prepare_memory_carry
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_token_data
 from keras_txl.utils.validation import check_token_ids
 from keras_txl.utils.validation import in_vocabulary
 from keras_txl.utils.validation import is_concrete
@@ -189,7 +188,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         self.tail_capacity = tail_capacity
         self.memory_state = MemoryState(
             num_layers=backbone.num_layers,
-            memory_length=self._state_memory_length,
+            memory_length=self.carried_memory_length,
             hidden_dim=backbone.hidden_dim,
             compressed_memory_length=backbone.compressed_memory_length,
             name="memory_state",
@@ -201,7 +200,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             )
 
     @property
-    def _state_memory_length(self):
+    def carried_memory_length(self):
+        """Length of the memory carried between batches: `memory_length`,
+        or the backbone's when it is `None`."""
         if self.memory_length is None:
             return self.backbone.memory_length
         return self.memory_length
@@ -528,12 +529,13 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory = self.backbone.initial_memory(batch_size)
         self.backbone.check_memory(memory, batch_size)
         outputs = self(
-            {"token_ids": ops.cast(token_ids, "int32"), **cast_memory(memory)},
+            {
+                "token_ids": ops.cast(token_ids, "int32"),
+                **self.backbone.memory_spec.cast(memory),
+            },
             training=training,
         )
-        return outputs["logits"], {
-            key: outputs[key] for key in self.backbone.memory_keys
-        }
+        return outputs["logits"], self.backbone.memory_spec.select(outputs)
 
     def reset_memory(self):
         """Forgets the memory carried between batches."""
@@ -642,35 +644,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def _prepare_memory_carry(self, args, kwargs):
-        # Arguments are passed on as they came: the positional order of
-        # `keras_hub` tasks differs from `keras.Model`'s after `batch_size`.
-
-        callbacks = kwargs.get("callbacks")
-        if isinstance(callbacks, keras.callbacks.CallbackList):
-            return args, kwargs  # The evaluation inside `fit`: ready.
-        args = list(args)
-        x = args[0] if args else kwargs.get("x")
-        if self.preprocessor is not None and _is_text(x):
-            return args, kwargs  # Independent strings: no memory carried.
-        y = args[1] if len(args) > 1 else kwargs.get("y")
-        check_token_data(x, y, self.backbone.vocabulary_size)
-        batch_size = args[2] if len(args) > 2 else kwargs.get("batch_size")
-        x, kwargs["callbacks"] = prepare_memory_carry(
-            self, x, batch_size, callbacks
-        )
-        if args:
-            args[0] = x
-        else:
-            kwargs["x"] = x
-        validation_data = kwargs.get("validation_data")
-        if validation_data is not None and not isinstance(
-            validation_data, (tuple, list)
-        ):
-            kwargs["validation_data"], _ = prepare_memory_carry(
-                self, validation_data
-            )
-        return args, kwargs
+    def _carried_memory_arguments(self, method, args, kwargs):
+        """The arguments of `method` (Keras's `fit`, `evaluate` or
+        `predict`), by name, readied for the carried memory (see
+        `keras_txl/models/memory_carry.py`)."""
+        arguments = bind_arguments(method, args, kwargs)
+        if self.preprocessor is not None and _is_text(arguments.get("x")):
+            return arguments  # Independent strings: no memory carried.
+        return carry_memory(self, arguments)
 
     def fit(self, *args, **kwargs):
         """`fit` of `keras_hub` tasks, carrying the memory from batch to
@@ -682,20 +663,23 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         the same batch size (it uses the same memory, reset before and put
         back after); evaluate other batch sizes with `with_memory_length`.
         """
-        args, kwargs = self._prepare_memory_carry(args, kwargs)
-        return super().fit(*args, **kwargs)
+        return super().fit(
+            **self._carried_memory_arguments(super().fit, args, kwargs)
+        )
 
     def evaluate(self, *args, **kwargs):
         """`evaluate`, carrying the memory from batch to batch from an
         empty one (see `fit`)."""
-        args, kwargs = self._prepare_memory_carry(args, kwargs)
-        return super().evaluate(*args, **kwargs)
+        return super().evaluate(
+            **self._carried_memory_arguments(super().evaluate, args, kwargs)
+        )
 
     def predict(self, *args, **kwargs):
         """`predict`, carrying the memory from batch to batch from an empty
         one (see `fit`). Returns float32 logits."""
-        args, kwargs = self._prepare_memory_carry(args, kwargs)
-        return super().predict(*args, **kwargs)
+        return super().predict(
+            **self._carried_memory_arguments(super().predict, args, kwargs)
+        )
 
     def generate(
         self,
@@ -834,8 +818,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         outputs = self.backbone(
             {"token_ids": token_ids, **memory}, training=False
         )
-        new_memory = {key: outputs[key] for key in self.backbone.memory_keys}
-        return outputs["sequence_output"], new_memory
+        return outputs["sequence_output"], self.backbone.memory_spec.select(
+            outputs
+        )
 
     def generate_step(self, inputs, stop_token_ids=None):
         """Generates one batch (compilable; called by `generate()`).
@@ -861,33 +846,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             segment_length = 64
         if isinstance(max_length, int):
             segment_length = min(segment_length, max_length)
-        memory = {
-            "memory": ops.zeros(
-                (
-                    batch_size,
-                    self.backbone.num_layers,
-                    memory_length,
-                    self.backbone.hidden_dim,
-                ),
-                dtype="float32",
-            ),  # (batch, layers, M, hidden)
-            "valid_length": ops.zeros((batch_size,), dtype="int32"),
-        }
-        if memory_start == "zeros":  # M zero vectors that are attended to
-            memory["valid_length"] = memory["valid_length"] + memory_length
-        if self.backbone.compressed_memory_length:  # compression_rate=1
-            memory["compressed_memory"] = ops.zeros(
-                (
-                    batch_size,
-                    self.backbone.num_layers,
-                    self.backbone.compressed_memory_length,
-                    self.backbone.hidden_dim,
-                ),
-                dtype="float32",
-            )  # (batch, layers, Mc, hidden)
-            memory["compressed_valid_length"] = ops.zeros(
-                (batch_size,), dtype="int32"
-            )
+        # A memory of `memory_length` zero slots, empty (or, with
+        # memory_start="zeros", attended to), and the compressed memory of
+        # the backbone's (compressive with compression_rate=1).
+        memory = self.backbone.memory_spec.zeros(
+            batch_size,
+            memory_length,
+            valid_length=memory_length if memory_start == "zeros" else 0,
+        )
         hidden_states = ops.zeros(
             (batch_size, max_length, self.backbone.hidden_dim),
             dtype=self.backbone.compute_dtype,

@@ -2,12 +2,12 @@
 `model.fit` on ordered segments: metrics, the paper's schedule, memory
 resets and evaluation with another memory length."""
 
-from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
-from keras_txl.training.bits_per_character import BitsPerCharacter
+from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.metrics.bits_per_character import BitsPerCharacter
+from keras_txl.models.memory_carry import guard_batch_size
+from keras_txl.models.memory_carry import prepare_memory_carry
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
-from keras_txl.training.memory_carry import guard_batch_size
-from keras_txl.training.memory_carry import prepare_memory_carry
-from keras_txl.training.memory_reset import MemoryReset
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.schedules import warmup_cosine_schedule
 from keras_txl.training.step_history import StepHistory

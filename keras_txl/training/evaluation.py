@@ -48,7 +48,7 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
         "memory_length", memory_length, allow_zero=True
     )
     if memory_length is None:
-        memory_length = lm._state_memory_length
+        memory_length = lm.carried_memory_length
     model = lm.with_memory_length(memory_length)
     if not model.compiled:
         model.compile()

@@ -62,21 +62,20 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         model = self.model
         model.save_weights(os.path.join(temporary, WEIGHTS_FILE))
         state = model.memory_state
+        spec = state.memory_spec  # every tensor of the memory, by name
         if state.has_state and self.strategy is not None:
             replicas = self.strategy.replica_memory(model)
             np.savez(
                 os.path.join(temporary, MEMORY_FILE),
                 **{
                     key: np.concatenate([r[key] for r in replicas])
-                    for key in ("memory", "valid_length")
+                    for key in spec.keys
                 },
             )
         elif state.has_state:
-            memory = state.read()
             np.savez(
                 os.path.join(temporary, MEMORY_FILE),
-                memory=keras.ops.convert_to_numpy(memory["memory"]),
-                valid_length=keras.ops.convert_to_numpy(memory["valid_length"]),
+                **spec.flatten(state.read()),
             )
         with open(os.path.join(temporary, STATE_FILE), "w") as file:
             json.dump(
@@ -126,11 +125,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         model.load_weights(os.path.join(directory, WEIGHTS_FILE))
         memory_path = os.path.join(directory, MEMORY_FILE)
         if os.path.exists(memory_path):
-            with np.load(memory_path, allow_pickle=False) as memory:
-                memory = {
-                    "memory": memory["memory"],
-                    "valid_length": memory["valid_length"],
-                }
+            with np.load(memory_path, allow_pickle=False) as arrays:
+                memory = model.memory_state.memory_spec.unflatten(arrays)
             if strategy is None:
                 model.memory_state.write(memory)
             else:

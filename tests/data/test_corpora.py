@@ -5,6 +5,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from keras_txl import data
 from keras_txl.data import CorpusError
 from keras_txl.data import builtin_corpus
 from keras_txl.data import corpora
@@ -253,3 +254,33 @@ def test_load_wikitext103_errors(tmp_path):
     not_zip.write_bytes(b"plain text")
     with pytest.raises(CorpusError, match="zip archive"):
         load_wikitext103(path=not_zip)
+
+
+@pytest.mark.parametrize("variant", ["tokens", "raw"])
+def test_load_wikitext103_from_hugging_face_parquet(tmp_path, variant):
+    """The layout of `Salesforce/wikitext` on the Hugging Face hub: one
+    row per line of the original files, blank lines as empty rows."""
+    import pyarrow
+    from pyarrow import parquet
+
+    texts = {
+        "train": " \n = Valkyria = \n \n the <unk> game \n",
+        "validation": " \n = Homarus = \n",
+        "test": " = Robert = \n \n an @-@ actor \n",
+    }
+    config = corpora.WIKITEXT103_CONFIGS[variant]
+    folder = tmp_path / config
+    folder.mkdir()
+    for split, text in texts.items():
+        rows = [line if line.strip() else "" for line in text.splitlines(True)]
+        shards = [rows[:2], rows[2:]] if split == "train" else [rows]
+        for number, shard in enumerate(shards):
+            name = f"{split}-{number:05d}-of-{len(shards):05d}.parquet"
+            table = pyarrow.table({"text": shard})
+            parquet.write_table(table, folder / name)
+    expected = (texts["train"], texts["validation"], texts["test"])
+    assert load_wikitext103(path=tmp_path, variant=variant) == expected
+    assert load_wikitext103(path=folder, variant=variant) == expected
+    sources = data.wikitext103_sources(path=tmp_path, variant=variant)
+    assert [s.member for s in sources] == [None] * 3
+    assert [open(s.path).read() for s in sources] == list(expected)

@@ -6,10 +6,10 @@ import keras
 import numpy as np
 import pytest
 
+from benchmarks.memory_budget import SMALL_CONFIGS
+from benchmarks.memory_budget import compare_with_measurement
 from keras_txl.distribute import memory_budget
 from keras_txl.distribute import parameter_count
-from keras_txl.distribute.memory_budget import SMALL_CONFIGS
-from keras_txl.distribute.memory_budget import compare_with_measurement
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
@@ -97,7 +97,7 @@ def test_budget_is_within_2x_of_what_xla_measures(subprocess_env):
         result = compare_with_measurement(name, config, batch, length)
     else:
         completed = subprocess.run(
-            [sys.executable, "-m", "keras_txl.distribute.memory_budget", name],
+            [sys.executable, "-m", "benchmarks.memory_budget", name],
             env=subprocess_env("jax"),
             capture_output=True,
             text=True,

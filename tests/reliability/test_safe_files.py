@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from keras_txl import data
+from keras_txl.app import artifacts
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
-from keras_txl.training import artifacts
 from tests.reliability.tiny import BACKBONE_KWARGS
 from tests.reliability.tiny import random_ids
 from tests.test_case import to_numpy
@@ -142,8 +142,8 @@ import numpy as np
 
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
-from keras_txl.training import artifacts
-from keras_txl.training import artifacts
+from keras_txl.app import artifacts
+from keras_txl.app import artifacts
 from tests.reliability.tiny import BACKBONE_KWARGS
 
 lm = TransformerXLCausalLM(TransformerXLBackbone(**BACKBONE_KWARGS))

@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
+from keras_txl.app import artifacts
 from keras_txl.models import TransformerXLCausalLM
-from keras_txl.training import artifacts
 from keras_txl.training import evaluate_bpc
 
 from .helpers import explicit_loop

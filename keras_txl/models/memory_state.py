@@ -1,6 +1,8 @@
 import keras
 from keras import ops
 
+from keras_txl.models.memory_spec import COMPRESSED_KEYS
+from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -73,6 +75,13 @@ class MemoryState(keras.layers.Layer):
             compressed_memory_length,
             allow_zero=True,
         )
+        # What the state holds: the keys, shapes and dtypes of a memory.
+        self.memory_spec = MemorySpec(
+            self.num_layers,
+            self.hidden_dim,
+            self.memory_length,
+            self.compressed_memory_length,
+        )
         self.batch_size = None
 
     @property
@@ -96,32 +105,19 @@ class MemoryState(keras.layers.Layer):
             self.built = True
             return
         self.batch_size = check_positive_int("batch_size", batch_size)
-        shape = (
-            self.batch_size,
-            self.num_layers,
-            self.memory_length,
-            self.hidden_dim,
-        )
-        self.memory = self._state_variable("memory", shape, "float32")
-        self.valid_length = self._state_variable(
-            "valid_length", (self.batch_size,), "int32"
-        )
-        if self.compressed_memory_length:
-            self.compressed_memory = self._state_variable(
-                "compressed_memory",
-                shape[:2] + (self.compressed_memory_length, shape[3]),
-                "float32",
-            )
-            self.compressed_valid_length = self._state_variable(
-                "compressed_valid_length", (self.batch_size,), "int32"
+        spec = self.memory_spec
+        # One variable per key of the memory: `self.memory`,
+        # `self.valid_length` (and the compressed memory's).
+        for name, shape in spec.shapes(self.batch_size).items():
+            setattr(
+                self,
+                name,
+                self._state_variable(name, shape, spec.dtype_of(name)),
             )
         self.built = True
 
     def _state_variables(self):
-        names = ["memory", "valid_length"]
-        if self.compressed_memory_length:
-            names += ["compressed_memory", "compressed_valid_length"]
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in self.memory_spec.keys}
 
     def _state_variable(self, name, shape, dtype):
         with keras.name_scope(self.name, caller=self):
@@ -164,7 +160,9 @@ class MemoryState(keras.layers.Layer):
             )
         return distribution.get_data_layout(shape)
 
-    def _check_batch(self, batch_size):
+    def check_batch_size(self, batch_size):
+        """Raises a `ValueError` unless the state exists and `batch_size`
+        (if not `None`) is its batch size."""
         if not self.has_state:
             raise ValueError(
                 "The memory carried between batches has no batch size yet. "
@@ -197,7 +195,7 @@ class MemoryState(keras.layers.Layer):
         """The held memory as `{"memory", "valid_length"}` tensors (and
         `"compressed_memory"`, `"compressed_valid_length"` when
         `compressed_memory_length > 0`)."""
-        self._check_batch(batch_size)
+        self.check_batch_size(batch_size)
         # Copies, so that torch's autograd does not see the in-place
         # `assign` of `write` on a tensor it saved.
         return {
@@ -212,7 +210,7 @@ class MemoryState(keras.layers.Layer):
         for name, variable in self._state_variables().items():
             if name in memory:
                 variable.assign(ops.cast(memory[name], variable.dtype))
-            elif name.startswith("compressed"):
+            elif name in COMPRESSED_KEYS:
                 variable.assign(ops.zeros_like(variable.value))
             else:
                 raise KeyError(f"The memory dict lacks '{name}'.")

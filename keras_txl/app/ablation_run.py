@@ -12,14 +12,14 @@ from keras_txl import data
 from keras_txl.ablation.cost import measure_step_cost
 from keras_txl.ablation.evaluation import bits_per_token
 from keras_txl.ablation.evaluation import context_losses
-from keras_txl.ablation.presets import get_preset
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
+from keras_txl.app.presets import architecture as get_architecture
+from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
-from keras_txl.training.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.training.evaluation import evaluate_bpc
-from keras_txl.training.memory_reset import MemoryReset
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
 from keras_txl.utils.validation import check_positive_int
@@ -198,7 +198,8 @@ def run_ablation(
         steps: int. Training steps of every model.
         segment_length: int. `T`.
         batch_size: int. Rows (streams) per training batch.
-        preset: str. Architecture, see `keras_txl.ablation.PRESETS`.
+        preset: str. Model size, a name of
+            `keras_txl.app.presets.ARCHITECTURES`.
         seed: int. Seed of the first run; run `s` uses `seed + s`.
         num_seeds: int. Runs of everything, each with its own seed.
         memory_length: int or None. `M` of the recurrent variants; None:
@@ -234,7 +235,7 @@ def run_ablation(
     segments_per_step = check_positive_int(
         "segments_per_step", segments_per_step
     )
-    architecture = get_preset(preset)
+    architecture = get_architecture(preset)
     M = T if memory_length is None else memory_length
     M = check_positive_int("memory_length", M)
     unknown = [v for v in variants if v not in VARIANTS]

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from keras_txl import data
-from keras_txl.cli import main
-from keras_txl.training import artifacts
+from keras_txl.app import artifacts
+from keras_txl.app.cli import main
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
 TEXT = (
     "The quick brown fox jumps over the lazy dog. "
     "Pack my box with five dozen liquor jugs. "
@@ -259,8 +261,8 @@ def test_train_on_two_devices_follows_one_device(tmp_path, tiny_run):
 _STOP_AND_RESUME = """
 import json, sys
 import keras
-from keras_txl.training.run import fit_language_model
-from keras_txl.training.train_config import TrainConfig
+from keras_txl.app.run import fit_language_model
+from keras_txl.app.train_config import TrainConfig
 
 corpus, output, strategy = sys.argv[1:]
 

@@ -2,7 +2,7 @@ import dataclasses
 import math
 import os
 
-from keras_txl.training.presets import PRESETS
+from keras_txl.app.presets import PRESETS
 
 DATASETS = ("builtin", "enwik8", "text8", "wikitext103")
 TOKENIZERS = ("byte", "char", "word")
@@ -22,6 +22,7 @@ RUN_FIELDS = (
     "overwrite",
     "metrics_json",
     "verbose",
+    "valid_tokens",  # how much is evaluated, not what is trained
     "tpu",  # where the run is, not what it is: may change on resume
 )
 
@@ -35,7 +36,7 @@ class TrainConfig:
     """Everything a `keras-txl train` run depends on.
 
     Fields left at `None` take the defaults of the preset (see
-    `keras_txl.training.presets.PRESETS`) in `resolved()`.
+    `keras_txl.app.presets.PRESETS`) in `resolved()`.
 
     Fields:
         dataset: `"builtin"` (the default corpus), `"enwik8"`, `"text8"`
@@ -52,6 +53,8 @@ class TrainConfig:
             epoch); a resumed run continues from the last one.
         valid_fraction: share of a text file (or the built-in text) held
             out for validation, from its end.
+        valid_tokens: validation tokens evaluated after training (the
+            first ones of the split); 0: the whole split.
         seed: int. Seed of the initialization and of dropout.
         output: folder of the model, tokenizer, checkpoint and pictures.
         resume, overwrite: what to do when `output` holds a run.
@@ -80,6 +83,7 @@ class TrainConfig:
     warmup_steps: int = None
     steps_per_epoch: int = 100
     valid_fraction: float = 0.1
+    valid_tokens: int = 200_000
     seed: int = 0
     output: str = os.path.join("runs", "keras-txl")
     resume: bool = False
@@ -129,6 +133,7 @@ class TrainConfig:
         for name in ("memory_length", "eval_memory_length", "warmup_steps"):
             _check_int(name, getattr(self, name), lowest=0)
         _check_int("seed", self.seed, lowest=0)
+        _check_int("valid_tokens", self.valid_tokens, lowest=0)
         if self.warmup_steps >= self.steps:
             raise ConfigError(
                 f"--warmup-steps ({self.warmup_steps}) must be below --steps "

@@ -1,8 +1,11 @@
-"""Model sizes, and the training defaults of the `keras-txl` command.
+"""The one table of presets: a name is one model size everywhere.
 
-`ARCHITECTURES` is the one table of model sizes in the project: the
-`keras-txl train` presets below, the ablations (`keras_txl.ablation`) and
-the benchmarks (`benchmarks/common.py`) all pick their sizes from it.
+`ARCHITECTURES` names every model size of the project; `keras-txl train
+--preset`, `keras-txl ablate --preset` and the benchmarks
+(`benchmarks/common.py`) all take these names, so `small` is the same
+2-layer, 64-wide model for each of them. `PRESETS` adds the training
+defaults of the names that `keras-txl train` offers. To add a preset, add
+a line here.
 """
 
 from keras_txl.models import TransformerXLBackbone
@@ -31,6 +34,29 @@ ARCHITECTURES = {
     "medium": _architecture(6, 8, 256, 32, 1024),
     "base": _architecture(12, 8, 512, 64, 2048),
 }
+
+
+def describe(name):
+    """A one-line description of preset `name`'s model size."""
+    size = ARCHITECTURES[name]
+    return (
+        f"{size['num_layers']} layers x {size['hidden_dim']} wide, "
+        f"{size['num_heads']} heads"
+    )
+
+
+def architecture(name):
+    """The backbone arguments of model size `name` (a new dict).
+
+    Raises:
+        ValueError: if `name` is not in `ARCHITECTURES`.
+    """
+    if name not in ARCHITECTURES:
+        raise ValueError(
+            f"`preset` must be one of {list(ARCHITECTURES)}. Received: "
+            f"preset={name!r}"
+        )
+    return dict(ARCHITECTURES[name])
 
 
 def _preset(architecture, length, batch, steps, lr, warmup, drop):

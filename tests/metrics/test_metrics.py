@@ -8,8 +8,8 @@ import keras_hub
 import numpy as np
 import pytest
 
-from keras_txl.training import BatchCrossEntropy
-from keras_txl.training import BitsPerCharacter
+from keras_txl.metrics import BatchCrossEntropy
+from keras_txl.metrics import BitsPerCharacter
 
 
 def _batches():

@@ -8,6 +8,7 @@ language models.
     keras-txl evaluate DIR --corpus FILE [--memory-length M]
         [--segment-length T --clamp-length C --same-length tensorflow
          --memory-start zeros]     # the paper's protocol
+    keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
     keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
     keras-txl convert hf://transfo-xl/transfo-xl-wt103 OUT_DIR
 
@@ -64,10 +65,11 @@ def _number(low, high, high_included):
 
 
 def _train_parser(subparsers):
+    from keras_txl.app.presets import PRESETS
+    from keras_txl.app.presets import describe
+    from keras_txl.app.train_config import DATASETS
+    from keras_txl.app.train_config import TOKENIZERS
     from keras_txl.distribute import STRATEGY_NAMES
-    from keras_txl.training.presets import PRESETS
-    from keras_txl.training.train_config import DATASETS
-    from keras_txl.training.train_config import TOKENIZERS
 
     parser = subparsers.add_parser(
         "train",
@@ -86,7 +88,13 @@ def _train_parser(subparsers):
         "--dataset benchmark",
     )
     parser.add_argument("--dataset", choices=DATASETS, default="builtin")
-    parser.add_argument("--preset", choices=tuple(PRESETS), default="tiny")
+    parser.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default="tiny",
+        help="model size and training defaults (default tiny): "
+        + "; ".join(f"{name}: {describe(name)}" for name in PRESETS),
+    )
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
@@ -115,6 +123,15 @@ def _train_parser(subparsers):
         type=_number(0.0, 1.0, False),
         default=0.1,
         help="end of the text held out for validation (default 0.1)",
+    )
+    parser.add_argument(
+        "--valid-tokens",
+        type=_integer(0),
+        default=200_000,
+        metavar="N",
+        help="validation tokens evaluated after training, at each memory "
+        "length (default 200000; 0: the whole split, as `keras-txl "
+        "evaluate` does)",
     )
     parser.add_argument("--seed", type=_integer(0), default=0)
     parser.add_argument(
@@ -167,8 +184,8 @@ def _train_parser(subparsers):
 
 
 def _train(args):
-    from keras_txl.training.run import train
-    from keras_txl.training.train_config import TrainConfig
+    from keras_txl.app.run import train
+    from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
     config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
@@ -177,7 +194,7 @@ def _train(args):
 
 
 def _generate_parser(subparsers):
-    from keras_txl.training.sampling import SAMPLERS
+    from keras_txl.app.sampling import SAMPLERS
 
     parser = subparsers.add_parser(
         "generate",
@@ -232,7 +249,7 @@ def _generate_parser(subparsers):
 
 
 def _evaluate(args):
-    from keras_txl.training.run import evaluate
+    from keras_txl.app.run import evaluate
 
     evaluate(
         args.model_dir,
@@ -246,12 +263,14 @@ def _evaluate(args):
             args.same_length, args.same_length
         ),
         memory_start=args.memory_start,
+        dataset=args.dataset,
+        split=args.split,
     )
     return 0
 
 
 def _generate(args):
-    from keras_txl.training.run import generate
+    from keras_txl.app.run import generate
 
     if not args.prompt:
         raise ValueError("--prompt must not be empty.")
@@ -284,7 +303,7 @@ def _export(args):
 
 
 def _convert(args):
-    from keras_txl.training.run import convert
+    from keras_txl.app.run import convert
 
     convert(args.source, args.out_dir, overwrite=args.overwrite)
     return 0
@@ -326,10 +345,28 @@ def make_parser():
     _train_parser(subparsers)
 
     evaluate = subparsers.add_parser(
-        "evaluate", help="bits per character of a saved model on a text"
+        "evaluate",
+        help="bits per character of a saved model on a whole text or "
+        "benchmark split, with a progress bar",
     )
     evaluate.add_argument("model_dir", metavar="MODEL_DIR")
-    evaluate.add_argument("--corpus", required=True, help="text file")
+    evaluate.add_argument(
+        "--corpus",
+        help="text file (all of it), or with --dataset the local copy of "
+        "the benchmark",
+    )
+    evaluate.add_argument(
+        "--dataset",
+        choices=("builtin", "enwik8", "text8", "wikitext103"),
+        help="score a split of this corpus (builtin: the --corpus file "
+        "split as in training) instead of a whole file",
+    )
+    evaluate.add_argument(
+        "--split",
+        choices=("valid", "test"),
+        default="test",
+        help="split of --dataset (default test)",
+    )
     evaluate.add_argument("--memory-length", type=_integer(0))
     evaluate.add_argument("--segment-length", type=_integer(1))
     evaluate.add_argument("--batch-size", type=_integer(1))
@@ -380,8 +417,8 @@ def make_parser():
 
     _convert_parser(subparsers)
 
-    from keras_txl.ablation.cli import add_ablate_parser
-    from keras_txl.ablation.cli import add_recl_parser
+    from keras_txl.app.ablation_cli import add_ablate_parser
+    from keras_txl.app.ablation_cli import add_recl_parser
 
     add_ablate_parser(subparsers)
     add_recl_parser(subparsers)
@@ -392,7 +429,10 @@ def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
     returns the exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.command == "evaluate" and args.corpus is args.dataset is None:
+        parser.error("evaluate needs --corpus FILE (or --dataset NAME)")
     try:
         return args.run(args)
     except KeyboardInterrupt:

@@ -4,8 +4,8 @@ import keras
 import pytest
 
 from keras_txl.ablation import measure_step_cost
-from keras_txl.ablation.cli import ablate_main
-from keras_txl.ablation.cli import recl_main
+from keras_txl.app.ablation_cli import ablate_main
+from keras_txl.app.ablation_cli import recl_main
 from tests.test_case import DATA
 
 TINY = dict(
@@ -36,7 +36,7 @@ def test_ablate_writes_the_table_pictures_and_metrics(tmp_path, capsys):
             "--batch-size",
             "2",
             "--preset",
-            "tiny",
+            "micro",
             "--num-seeds",
             "1",
             "--eval-tokens",

@@ -1,6 +1,6 @@
 """The `keras-txl ablate` and `keras-txl recl` commands.
 
-`keras_txl.cli` adds them to its subcommands with `add_ablate_parser` and
+`keras_txl.app.cli` adds them to its subcommands with `add_ablate_parser` and
 `add_recl_parser`; each sets `run` (a function of the parsed arguments
 that returns the exit status), as the other subcommands do.
 `ablate_main(argv)` and `recl_main(argv)` run one of them alone.
@@ -15,8 +15,9 @@ import argparse
 import json
 import os
 
-from keras_txl.ablation.presets import PRESETS
-from keras_txl.ablation.run import VARIANTS
+from keras_txl.app.ablation_run import VARIANTS
+from keras_txl.app.presets import ARCHITECTURES
+from keras_txl.app.presets import describe
 
 # The default budget: `keras-txl ablate` with no options (see
 # docs/ablations.md for its measured time).
@@ -84,7 +85,12 @@ def _configure_ablate(parser):
     parser.add_argument("--steps", type=_positive_int)
     parser.add_argument("--segment-length", type=_positive_int)
     parser.add_argument("--batch-size", type=_positive_int)
-    parser.add_argument("--preset", choices=sorted(PRESETS))
+    parser.add_argument(
+        "--preset",
+        choices=tuple(ARCHITECTURES),
+        help="model size (default small): "
+        + "; ".join(f"{name}: {describe(name)}" for name in ARCHITECTURES),
+    )
     parser.add_argument("--seed", type=int)
     parser.add_argument(
         "--num-seeds", type=_positive_int, help="runs with seeds S, S+1, ..."
@@ -163,9 +169,9 @@ def add_ablate_parser(subparsers):
 
 def run_ablate_command(args):
     """Runs `keras-txl ablate` with parsed arguments; returns 0."""
-    from keras_txl.ablation.report import markdown_report
-    from keras_txl.ablation.report import save_plots
-    from keras_txl.ablation.run import run_ablation
+    from keras_txl.app.ablation_report import markdown_report
+    from keras_txl.app.ablation_report import save_plots
+    from keras_txl.app.ablation_run import run_ablation
 
     options = {
         key: getattr(args, key) if getattr(args, key) is not None else value

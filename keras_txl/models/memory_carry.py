@@ -1,11 +1,80 @@
-"""What `TransformerXLCausalLM.fit`, `evaluate` and `predict` do before
-handing over to Keras, so that the memory carried between batches is right:
-a known batch size, a clear error when it changes, and a `MemoryReset`."""
+"""How the memory crosses the batches of `fit`, `evaluate` and `predict`.
+
+Read top to bottom; this is the whole path:
+
+1. `TransformerXLCausalLM.fit(...)` (and `evaluate`, `predict`) names
+   its arguments (`bind_arguments`, below) and calls `carry_memory` with
+   them (token ids only: strings for a preprocessor carry nothing).
+2. `carry_memory` checks the token ids and calls `prepare_memory_carry`,
+   which finds the batch size of the data (`_infer_batch_size`: a static
+   `tf.data` shape, the first batch, or the rows of arrays), divides it
+   between `tf.distribute` replicas, builds the model's `MemoryState`
+   for it (`model.build_memory`) or checks it is the same
+   (`MemoryState.check_batch_size`), guards a `tf.data.Dataset` whose
+   batch size is not static (`guard_batch_size`), and adds a
+   `MemoryReset` callback unless one is given.
+3. Keras runs one step per batch; `TransformerXLCausalLM.call` reads the
+   memory from `MemoryState`, runs the backbone on it and writes the new
+   memory back (`models/memory_state.py`: non-trainable variables, the
+   one pattern Keras carries through `fit` on every backend).
+4. `MemoryReset` (`models/memory_reset.py`) empties the memory at each
+   epoch start (or every `reset_every` steps) and before evaluation and
+   prediction; around the validation pass of `fit` it stashes the
+   training memory and puts it back.
+
+What the memory holds (keys, shapes, dtypes) is `MemorySpec`'s
+(`models/memory_spec.py`).
+"""
+
+import inspect
 
 import keras
 import numpy as np
 
-from keras_txl.training.memory_reset import MemoryReset
+from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.utils.validation import check_token_data
+
+
+def bind_arguments(method, args, kwargs):
+    """The arguments of a call of `method` (e.g. Keras's `fit`), all by
+    name: its signature names the positional ones (the order of
+    `keras_hub` tasks differs from `keras.Model`'s after `batch_size`)."""
+    arguments = dict(inspect.signature(method).bind(*args, **kwargs).arguments)
+    arguments.update(arguments.pop("kwargs", {}))
+    return arguments
+
+
+def carry_memory(model, arguments):
+    """The arguments of `fit`, `evaluate` or `predict`, readied for the
+    memory carried between batches.
+
+    Args:
+        model: a `TransformerXLCausalLM`.
+        arguments: the call's arguments by name (`bind_arguments`).
+
+    Returns:
+        The keyword arguments to call Keras's method with: `x` (a
+        `tf.data` input guarded on TensorFlow), `callbacks` (with a
+        `MemoryReset`) and `validation_data` readied by
+        `prepare_memory_carry`, the others as they came.
+    """
+    arguments = dict(arguments)
+    callbacks = arguments.get("callbacks")
+    if isinstance(callbacks, keras.callbacks.CallbackList):
+        return arguments  # The evaluation inside `fit`: ready.
+    x = arguments.get("x")
+    check_token_data(x, arguments.get("y"), model.backbone.vocabulary_size)
+    arguments["x"], arguments["callbacks"] = prepare_memory_carry(
+        model, x, arguments.get("batch_size"), callbacks
+    )
+    validation_data = arguments.get("validation_data")
+    if validation_data is not None and not isinstance(
+        validation_data, (tuple, list)
+    ):
+        arguments["validation_data"], _ = prepare_memory_carry(
+            model, validation_data
+        )
+    return arguments
 
 
 def _is_tf_dataset(x):
@@ -142,7 +211,7 @@ def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
         if not state.has_state:
             model.build_memory(size)
         else:
-            state._check_batch(size)  # Raises on another batch size.
+            state.check_batch_size(size)  # Raises on another batch size.
     if (
         _is_tf_dataset(x)
         and keras.backend.backend() == "tensorflow"

@@ -69,7 +69,7 @@ def save_model(lm, directory, tokenizer=None, sequence_length=None):
 
     directory = os.fspath(directory)
     # Same weights, a fresh (unbuilt) optimizer.
-    copy = lm.with_memory_length(lm._state_memory_length)
+    copy = lm.with_memory_length(lm.carried_memory_length)
     if tokenizer is not None:
         options = (
             {}

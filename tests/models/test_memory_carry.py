@@ -6,14 +6,13 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.training import MemoryReset
-
-from .helpers import explicit_loop
-from .helpers import nll
-from .helpers import ordered_arrays
-from .helpers import ordered_dataset
-from .helpers import periodic_ids
-from .helpers import tiny_lm
+from keras_txl.models import MemoryReset
+from tests.training.helpers import explicit_loop
+from tests.training.helpers import nll
+from tests.training.helpers import ordered_arrays
+from tests.training.helpers import ordered_dataset
+from tests.training.helpers import periodic_ids
+from tests.training.helpers import tiny_lm
 
 V, T, B = 16, 8, 4
 

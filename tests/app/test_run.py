@@ -5,12 +5,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.training import artifacts
-from keras_txl.training.run import _prepare_output
-from keras_txl.training.run import eval_memory_lengths
-from keras_txl.training.run import fit_language_model
-from keras_txl.training.train_config import ConfigError
-from keras_txl.training.train_config import TrainConfig
+from keras_txl.app import artifacts
+from keras_txl.app.run import _prepare_output
+from keras_txl.app.run import eval_memory_lengths
+from keras_txl.app.run import fit_language_model
+from keras_txl.app.train_config import ConfigError
+from keras_txl.app.train_config import TrainConfig
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. "

@@ -2,7 +2,7 @@
 
 Each function takes plain arguments, prints its progress through `log`
 and returns its results as a dict, so that the command line
-(`keras_txl.cli`) only parses options and reports errors.
+(`keras_txl.app.cli`) only parses options and reports errors.
 """
 
 import contextlib
@@ -13,27 +13,28 @@ import time
 
 import keras
 
+from keras_txl.app import artifacts
+from keras_txl.app.plots import plot_bpc_vs_memory
+from keras_txl.app.plots import plot_training_curve
+from keras_txl.app.presets import PRESETS
+from keras_txl.app.presets import build_language_model
+from keras_txl.app.sampling import generate_text
+from keras_txl.app.sampling import make_sampler
+from keras_txl.app.train_config import ConfigError
+from keras_txl.app.train_config import TrainConfig
 from keras_txl.distribute import memory_budget
-from keras_txl.training import artifacts
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
-from keras_txl.training.memory_reset import MemoryReset
-from keras_txl.training.plots import plot_bpc_vs_memory
-from keras_txl.training.plots import plot_training_curve
-from keras_txl.training.presets import PRESETS
-from keras_txl.training.presets import build_language_model
-from keras_txl.training.sampling import generate_text
-from keras_txl.training.sampling import make_sampler
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
-from keras_txl.training.train_config import ConfigError
-from keras_txl.training.train_config import TrainConfig
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 
 METRICS_FILE = "metrics.json"
 CURVE_PNG = "training_curve.png"
 MEMORY_PNG = "bpc_vs_memory.png"
 SAMPLE_TOKENS = 200  # tokens of the sample printed after training
+PROMPT_TOKENS = 40  # validation tokens that prompt the sample
 # Scored by `keras-txl convert` (WikiText-103's tokenization).
 CHECK_SENTENCE = (
     "The tower is 324 metres ( 1,063 ft ) tall , about the same height as "
@@ -41,22 +42,19 @@ CHECK_SENTENCE = (
 )
 
 
-def load_splits(config):
-    """`TextSplits(train, valid, test)` of the run's corpus."""
+def load_corpus(config, tokenizer=None, log=print):
+    """`CorpusIds(tokenizer, train, valid, test)` of the run's corpus:
+    files are tokenized once into the token cache and memory-mapped."""
     from keras_txl import data
 
-    if config.dataset == "builtin":
-        if config.corpus is None:
-            text = data.builtin_corpus()
-        else:
-            text = data.load_text(config.corpus)
-        return data.split_text(text, config.valid_fraction, 0.0)
-    loaders = {
-        "enwik8": data.load_enwik8,
-        "text8": data.load_text8,
-        "wikitext103": data.load_wikitext103,
-    }
-    return loaders[config.dataset](path=config.corpus)
+    return data.load_corpus_ids(
+        config.dataset,
+        config.corpus,
+        kind=config.tokenizer,
+        valid_fraction=config.valid_fraction,
+        tokenizer=tokenizer,
+        log=log,
+    )
 
 
 def _corpus_name(config):
@@ -190,16 +188,23 @@ def fit_language_model(config, callbacks=(), log=print):
     output = config.output
     batch, length = config.batch_size, config.segment_length
 
-    splits = load_splits(config)
-    if config.resume:
-        tokenizer = artifacts.load_tokenizer(output)
-    else:
-        text = splits.train + splits.valid + splits.test
-        tokenizer = data.make_tokenizer(config.tokenizer, text)
+    loading = time.perf_counter()
+    corpus = load_corpus(
+        config,
+        artifacts.load_tokenizer(output) if config.resume else None,
+        log,
+    )
+    tokenizer, train_ids, valid_ids = (
+        corpus.tokenizer,
+        corpus.train,
+        corpus.valid,
+    )
+    if not config.resume:
         artifacts.save_tokenizer(tokenizer, output)
     vocabulary_size = int(tokenizer.vocabulary_size())
-    train_ids = data.encode(tokenizer, splits.train)
-    valid_ids = data.encode(tokenizer, splits.valid)
+    all_valid = len(valid_ids)
+    if config.valid_tokens and all_valid > config.valid_tokens:
+        valid_ids = valid_ids[: config.valid_tokens]
     train_data = _segments(
         train_ids, batch, length, vocabulary_size, "training"
     )
@@ -209,9 +214,10 @@ def fit_language_model(config, callbacks=(), log=print):
     )
     steps_per_pass = data.num_batches(len(train_ids), batch, length)
     log(
-        f"Corpus: {len(train_ids):,} training and {len(valid_ids):,} "
+        f"Corpus: {len(train_ids):,} training and {all_valid:,} "
         f"validation tokens ({config.tokenizer}, vocabulary "
-        f"{vocabulary_size}); {steps_per_pass} steps per pass."
+        f"{vocabulary_size}; ready in {time.perf_counter() - loading:.1f} "
+        f"s); {steps_per_pass} steps per pass."
     )
 
     with _scope(strategy):
@@ -295,7 +301,7 @@ def fit_language_model(config, callbacks=(), log=print):
     return {
         "lm": lm,
         "tokenizer": tokenizer,
-        "splits": splits,
+        "corpus": corpus,
         "config": config,
         "run_config": run_config,
         "history": history,
@@ -329,15 +335,23 @@ def train(config, callbacks=(), log=print):
     history = run["history"]
     if not run["finished"]:
         return {"steps": history.step, "train_loss": history.losses}
-    lm, tokenizer, splits = run["lm"], run["tokenizer"], run["splits"]
+    lm, tokenizer, corpus = run["lm"], run["tokenizer"], run["corpus"]
     config, run_config = run["config"], run["run_config"]
     valid_ids, valid_data = run["valid_ids"], run["valid_data"]
     output, length = config.output, config.segment_length
 
-    log(f"Validation ({len(valid_ids):,} tokens, segments of {length}):")
+    budget = (
+        f"the first {len(valid_ids):,} of {len(corpus.valid):,} tokens "
+        "(--valid-tokens 0: all)"
+        if len(valid_ids) < len(corpus.valid)
+        else f"{len(valid_ids):,} tokens"
+    )
+    log(f"Validation ({budget}, segments of {length}):")
     table = []
     for memory_length in eval_memory_lengths(config):
-        row = evaluate_bpc(lm, valid_data, memory_length)
+        row = evaluate_bpc(
+            lm, valid_data, memory_length, verbose=min(config.verbose, 1)
+        )
         table.append(row)
         log(
             f"  memory {memory_length:5d}: "
@@ -365,7 +379,12 @@ def train(config, callbacks=(), log=print):
         length,
         config.memory_length,
     )
-    prompt = splits.valid[:40] or splits.train[:40]
+    prompt_ids = (
+        corpus.valid[:PROMPT_TOKENS]
+        if len(corpus.valid)
+        else (corpus.train[:PROMPT_TOKENS])
+    )
+    prompt = data.decode(tokenizer, prompt_ids)
     sample = generate_text(
         lm,
         tokenizer,
@@ -415,27 +434,41 @@ def _run_config(model_dir):
 
 def evaluate(
     model_dir,
-    corpus,
+    corpus=None,
     memory_length=None,
     segment_length=None,
     batch_size=None,
     metrics_json=None,
+    dataset=None,
+    split="test",
+    verbose=1,
     log=print,
     clamp_length=None,
     same_length=None,
     memory_start=None,
 ):
-    """Bits per character of a saved model on a text file, with memory.
+    """Bits per character of a saved model on a whole text, with memory.
+
+    The paper's protocol: the whole split as ordered segments, the memory
+    carried from segment to segment (longer than in training by default:
+    the run's `eval_memory_length`), with a progress bar. The text is
+    tokenized once into the token cache and memory-mapped.
 
     Args:
         model_dir: the `--output` folder of a `keras-txl train` run (or
             any keras-hub preset of a `TransformerXLCausalLM`).
-        corpus: path of the text to score (all of it).
+        corpus: path of the text to score (all of it), or with `dataset`
+            the local copy of the benchmark (`None`: downloaded).
         memory_length: evaluation memory; `None`: the run's
             `eval_memory_length`.
         segment_length, batch_size: `None`: the run's segment length and
             batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
+        dataset: optional `"enwik8"`, `"text8"`, `"wikitext103"` or
+            `"builtin"` (with `corpus`: the text file the run held
+            `valid_fraction` of): score its `split` instead of a file.
+        split: `"valid"` or `"test"` (default) of `dataset`.
+        verbose: Keras verbosity of the evaluation (1: a progress bar).
         log: function that prints a line.
         clamp_length, same_length, memory_start: the paper's evaluation
             protocol. If any is set, the text is scored by
@@ -451,8 +484,26 @@ def evaluate(
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     run_config = _run_config(model_dir)
-    text = data.load_text(corpus)
-    ids = data.encode(tokenizer, text)
+    if dataset is not None:
+        if split not in ("valid", "test"):
+            raise ConfigError(
+                f"--split must be valid or test. Received: {split!r}"
+            )
+        splits = data.load_corpus_ids(
+            dataset,
+            corpus,
+            valid_fraction=run_config.get("valid_fraction", 0.1),
+            tokenizer=tokenizer,
+            log=log,
+        )
+        ids = getattr(splits, split)
+        name = f"{dataset} {split}"
+    elif corpus is None:
+        raise ConfigError("Pass --corpus FILE, or --dataset NAME.")
+    else:
+        source = data.TextSource(os.path.abspath(os.fspath(corpus)))
+        ids = data.cached_token_ids(tokenizer, source, log=log)
+        name = os.fspath(corpus)
     length = segment_length or run_config.get("segment_length", 64)
     if memory_length is None:
         memory_length = run_config.get(
@@ -461,8 +512,12 @@ def evaluate(
     rows = eval_batch_size(
         len(ids), batch_size or run_config.get("batch_size", 16), length
     )
-    dataset = _segments(
+    dataset_ = _segments(
         ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
+    )
+    log(
+        f"Evaluating {name}: {len(ids):,} tokens, {rows} streams, segments "
+        f"of {length}, memory {memory_length}."
     )
     if (clamp_length, same_length, memory_start) != (None, None, None):
         result = evaluate_segments(
@@ -477,10 +532,10 @@ def evaluate(
             log=log,
         )
     else:
-        result = evaluate_bpc(lm, dataset, memory_length)
+        result = evaluate_bpc(lm, dataset_, memory_length, verbose=verbose)
     result.setdefault("tokens", int(len(ids)))
     log(
-        f"{corpus}: {result['bits_per_character']:.4f} bits per character, "
+        f"{name}: {result['bits_per_character']:.4f} bits per character, "
         f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "
         f"segments of {length}, {len(ids):,} tokens)"
     )
@@ -508,7 +563,7 @@ def generate(
         max_length: int. Tokens of prompt and continuation together (the
             `max_length` of `keras_hub.models.CausalLM.generate`).
         sampler, top_k, top_p, seed: the keras-hub sampler and its
-            parameters (see `keras_txl.training.sampling.make_sampler`).
+            parameters (see `keras_txl.app.sampling.make_sampler`).
         memory_length: int >= 1 or `None`: tokens each new token attends
             to; `None` takes the run's `eval_memory_length` (the whole
             context if it is 0).

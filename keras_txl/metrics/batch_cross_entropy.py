@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_txl.training.bits_per_character import token_nll_sum
+from keras_txl.metrics.bits_per_character import token_nll_sum
 from keras_txl.utils.validation import check_bool
 
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from keras_txl import convert as convert_module
-from keras_txl.cli import main
+from keras_txl.app.cli import main
+from keras_txl.app.run import CHECK_SENTENCE
+from keras_txl.app.run import sentence_log_probabilities
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor
 from keras_txl.models import TransformerXLTokenizer
-from keras_txl.training.run import CHECK_SENTENCE
-from keras_txl.training.run import sentence_log_probabilities
 
 HF_FOLDER = os.path.join(
     os.path.dirname(__file__), "..", "fixtures", "hf_transfo_xl"

@@ -1,0 +1,531 @@
+"""Corpora tokenized once into a compact file on disk, read with `np.memmap`.
+
+A corpus of hundreds of megabytes costs about 15 bytes per character when
+it is read as a Python `str`, encoded into an `int32` array and copied
+into `tf.data`. Here a corpus is a `TextSource` (a file, a byte range of
+it, or a member of a zip archive) that is read in chunks of a few
+megabytes, so text larger than memory works:
+
+- `build_tokenizer(kind, sources)` counts the characters or words chunk
+  by chunk and builds the tokenizer of `make_tokenizer(kind, text)` for
+  the concatenated text (its vocabulary is cached too);
+- `cached_token_ids(tokenizer, source)` tokenizes the source chunk by
+  chunk into a file of `uint8` ids (vocabularies of at most 256 ids),
+  `uint16` (at most 65,536) or `int32`, and returns it as a read-only
+  `np.memmap`. Every later call with the same tokenizer (its
+  fingerprint: class, configuration and vocabulary) and an unchanged
+  source (same size and modification time) maps the file again in
+  milliseconds; a changed source or another tokenizer rebuilds it.
+
+Files are written under a temporary name and renamed into place, the
+metadata file last: a run killed while tokenizing leaves no file that a
+later run trusts. The cache folder is `cache_dir`, else `$KERAS_TXL_CACHE`,
+else `$KERAS_HOME/keras_txl_cache` (`~/.keras/keras_txl_cache`).
+
+Example:
+
+>>> import os, tempfile
+>>> folder = tempfile.mkdtemp()
+>>> path = os.path.join(folder, "corpus.txt")
+>>> _ = open(path, "w").write("to be or not to be\\n")
+>>> source = TextSource(path)
+>>> tokenizer = build_tokenizer("char", [source], cache_dir=folder)
+>>> ids = cached_token_ids(tokenizer, source, cache_dir=folder)
+>>> ids.dtype.name, len(ids), decode(tokenizer, ids[:5])
+('uint8', 19, 'to be')
+"""
+
+import codecs
+import collections
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from typing import NamedTuple
+
+import keras_hub
+import numpy as np
+
+from keras_txl.data.character_tokenizer import CharacterTokenizer
+from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.tokenization import _encode_words
+from keras_txl.data.tokenization import _is_plain_byte_tokenizer
+from keras_txl.data.tokenization import _is_word_tokenizer
+from keras_txl.data.tokenization import character_counts
+from keras_txl.data.tokenization import character_tokenizer_from_counts
+from keras_txl.data.tokenization import decode  # noqa: F401 (docstring)
+from keras_txl.data.tokenization import encode
+from keras_txl.data.tokenization import make_tokenizer
+from keras_txl.data.tokenization import word_tokenizer
+from keras_txl.data.tokenization import word_tokenizer_from_counts
+
+# Bumped when the bytes written for a given text and tokenizer change.
+FORMAT_VERSION = 1
+# Bytes read at a time: the transient memory of tokenization is a few
+# times this, whatever the corpus size.
+CHUNK_BYTES = 1 << 22
+ENVIRONMENT_VARIABLE = "KERAS_TXL_CACHE"
+
+
+class TextSource(NamedTuple):
+    """Where a corpus's text is: a file, or the member of a zip archive.
+
+    Fields:
+        path: str. The file (or the zip archive).
+        start: int. First byte of the text in the file (or member).
+        stop: int or `None`. Byte after the last one (`None`: the end).
+        member: str or `None`. Name of the zip member holding the text.
+        errors: str. How bytes that are not UTF-8 are decoded (`"strict"`
+            raises; enwik8 uses `"surrogateescape"`).
+    """
+
+    path: str
+    start: int = 0
+    stop: int = None
+    member: str = None
+    errors: str = "strict"
+
+
+def cache_folder(cache_dir=None):
+    """The folder of the token cache, created if needed.
+
+    Args:
+        cache_dir: optional folder; `None`: `$KERAS_TXL_CACHE`, else
+            `$KERAS_HOME/keras_txl_cache` (`~/.keras/keras_txl_cache`),
+            else (not writable) one in the temporary folder.
+
+    Returns:
+        The folder, as `str`.
+    """
+    if cache_dir is None:
+        cache_dir = os.environ.get(ENVIRONMENT_VARIABLE)
+    if cache_dir is None:
+        home = os.environ.get("KERAS_HOME") or os.path.join(
+            os.path.expanduser("~"), ".keras"
+        )
+        cache_dir = os.path.join(home, "keras_txl_cache")
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+        except OSError:
+            cache_dir = os.path.join(
+                tempfile.gettempdir(), ".keras", "keras_txl_cache"
+            )
+    cache_dir = os.fspath(cache_dir)
+    os.makedirs(cache_dir, exist_ok=True)
+    return cache_dir
+
+
+def id_dtype(vocabulary_size):
+    """The smallest dtype of the cache for ids in `[0, vocabulary_size)`:
+    `uint8`, `uint16` or `int32`."""
+    if vocabulary_size <= 1 << 8:
+        return np.dtype(np.uint8)
+    if vocabulary_size <= 1 << 16:
+        return np.dtype(np.uint16)
+    return np.dtype(np.int32)
+
+
+def tokenizer_fingerprint(tokenizer):
+    """sha256 of a tokenizer's class, configuration and vocabulary: two
+    tokenizers with the same fingerprint give the same ids."""
+    config = dict(tokenizer.get_config())
+    for name in ("name", "trainable", "config_file"):
+        config.pop(name, None)
+    vocabulary = None
+    if hasattr(tokenizer, "get_vocabulary"):
+        vocabulary = list(tokenizer.get_vocabulary())
+    payload = {
+        "class": f"{type(tokenizer).__module__}.{type(tokenizer).__name__}",
+        "config": config,
+        "vocabulary": vocabulary,
+        "format": FORMAT_VERSION,
+    }
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def source_stat(source):
+    """Size and modification time of the file of `source`: a cache built
+    from it is stale when they change."""
+    try:
+        stat = os.stat(source.path)
+    except OSError as error:
+        raise CorpusError(
+            f"Cannot read corpus file '{source.path}': {error.strerror}. "
+            "Check the path."
+        ) from error
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def read_chunks(source, chunk_bytes=CHUNK_BYTES):
+    """Yields the bytes of `source`, at most `chunk_bytes` at a time.
+
+    Args:
+        source: a `TextSource`.
+        chunk_bytes: int. Bytes per chunk.
+
+    Yields:
+        `bytes`, in order; together the bytes `[start, stop)`.
+    """
+    remaining = None if source.stop is None else source.stop - source.start
+    with _open(source) as file:
+        _skip(file, source.start, chunk_bytes)
+        while remaining is None or remaining > 0:
+            size = (
+                chunk_bytes
+                if remaining is None
+                else min(chunk_bytes, remaining)
+            )
+            chunk = file.read(size)
+            if not chunk:
+                break
+            if remaining is not None:
+                remaining -= len(chunk)
+            yield chunk
+
+
+def text_chunks(source, cut="any", chunk_bytes=CHUNK_BYTES):
+    """Yields the text of `source` decoded from UTF-8, piece by piece.
+
+    Args:
+        source: a `TextSource`.
+        cut: `"any"` (pieces end anywhere between characters) or
+            `"whitespace"` (pieces end after a newline, or after a space
+            in a line longer than a chunk, so no word is cut in two).
+        chunk_bytes: int. Bytes read at a time.
+
+    Yields:
+        `(text, ends_line)`: a `str` piece, and whether its last line ends
+        there (it ends with a newline, or it is the last piece).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(source.errors)
+    carry = ""
+    try:
+        for chunk in read_chunks(source, chunk_bytes):
+            text = carry + decoder.decode(chunk)
+            carry = ""
+            if cut == "whitespace":
+                end = text.rfind("\n") + 1 or text.rfind(" ") + 1
+                if end == 0:
+                    carry = text  # one word longer than a chunk
+                    continue
+                text, carry = text[:end], text[end:]
+            if text:
+                yield text, text.endswith("\n")
+        text = carry + decoder.decode(b"", final=True)
+    except UnicodeDecodeError as error:
+        raise CorpusError(
+            f"Cannot decode {_describe(source)} as utf-8: {error.reason} "
+            f"near byte {error.start} of a chunk. Pass a text in utf-8."
+        ) from error
+    if text:
+        yield text, True
+
+
+def build_tokenizer(kind, sources, vocabulary_size=None, cache_dir=None):
+    """`make_tokenizer(kind, text)` for the text of `sources`, read in
+    chunks; the vocabulary is cached beside the token ids.
+
+    Args:
+        kind: `"byte"`, `"char"` or `"word"`.
+        sources: `TextSource`s whose text the vocabulary is built from
+            (for example train, validation and test of a corpus).
+        vocabulary_size: optional int (see `make_tokenizer`).
+        cache_dir: optional cache folder (see `cache_folder`).
+
+    Returns:
+        A tokenizer that gives the ids of `make_tokenizer(kind, text)`,
+        where `text` is the sources' text concatenated (for `"word"`, each
+        source's words are counted apart: a source that does not end with
+        whitespace does not join its last word to the next one's first).
+    """
+    if kind == "byte":
+        return make_tokenizer("byte", vocabulary_size=vocabulary_size)
+    if kind not in ("char", "word"):
+        return make_tokenizer(kind)  # raises the error for a bad kind
+    sources = list(sources)
+    key = _key(
+        {
+            "vocabulary": kind,
+            "vocabulary_size": vocabulary_size,
+            "sources": [_identity(source) for source in sources],
+        }
+    )
+    folder = cache_folder(cache_dir)
+    meta_path = os.path.join(folder, f"{key}.vocabulary.json")
+    stats = [source_stat(source) for source in sources]
+    meta = _read_json(meta_path)
+    if meta is None or meta.get("stats") != stats:
+        tokenizer = _count_and_build(kind, sources, vocabulary_size)
+        meta = {
+            "kind": kind,
+            "stats": stats,
+            "vocabulary": list(tokenizer.get_vocabulary()),
+            "oov_token": getattr(tokenizer, "oov_token", None),
+        }
+        _write_json(meta_path, meta)
+        return tokenizer
+    if kind == "char":
+        return CharacterTokenizer(
+            vocabulary=meta["vocabulary"], oov_token=meta["oov_token"]
+        )
+    return word_tokenizer(meta["vocabulary"])
+
+
+def cached_token_ids(tokenizer, source, cache_dir=None, log=None):
+    """The token ids of `source`, tokenized once and then memory-mapped.
+
+    Args:
+        tokenizer: a tokenizer of `make_tokenizer` / `build_tokenizer` (or
+            any tokenizer `encode` takes).
+        source: a `TextSource`.
+        cache_dir: optional cache folder (see `cache_folder`).
+        log: optional function that prints a line when the cache is built.
+
+    Returns:
+        A read-only 1-D `np.memmap` of `id_dtype(vocabulary_size)` (an
+        empty array for an empty source): the ids `encode(tokenizer,
+        text)` gives for the text of `source`.
+
+    Raises:
+        CorpusError: the source cannot be read or decoded, or holds
+            characters outside a closed character vocabulary.
+    """
+    fingerprint = tokenizer_fingerprint(tokenizer)
+    dtype = id_dtype(int(tokenizer.vocabulary_size()))
+    key = _key({"ids": _identity(source), "tokenizer": fingerprint})
+    folder = cache_folder(cache_dir)
+    ids_path = os.path.join(folder, f"{key}.{dtype.name}.ids")
+    meta_path = os.path.join(folder, f"{key}.json")
+    stat = source_stat(source)
+    meta = _read_json(meta_path)
+    fresh = (
+        meta is not None
+        and meta.get("stat") == stat
+        and meta.get("tokenizer") == fingerprint
+        and meta.get("dtype") == dtype.name
+        and os.path.isfile(ids_path)
+        and os.path.getsize(ids_path) == meta["count"] * dtype.itemsize
+    )
+    if not fresh:
+        if log is not None:
+            log(f"Tokenizing {_describe(source)} into {ids_path} (once).")
+        count = _write_ids(tokenizer, source, ids_path, dtype)
+        meta = {
+            "source": _identity(source),
+            "stat": stat,
+            "tokenizer": fingerprint,
+            "dtype": dtype.name,
+            "count": count,
+        }
+        _write_json(meta_path, meta)
+    if meta["count"] == 0:
+        return np.zeros(0, dtype)
+    return np.memmap(ids_path, dtype=dtype, mode="r", shape=(meta["count"],))
+
+
+def cached_json(name, parameters, sources, compute, cache_dir=None):
+    """`compute()` (a JSON value computed from `sources`), cached until a
+    source changes.
+
+    Args:
+        name: str. What is computed (part of the cache key).
+        parameters: JSON dict of what else the value depends on.
+        sources: the `TextSource`s the value is computed from.
+        compute: function of no argument that returns the value.
+        cache_dir: optional cache folder.
+
+    Returns:
+        The value, from the cache when `sources` have the size and
+        modification time they had when it was computed.
+    """
+    sources = list(sources)
+    key = _key(
+        {
+            "name": name,
+            "parameters": parameters,
+            "sources": [_identity(source) for source in sources],
+            "format": FORMAT_VERSION,
+        }
+    )
+    path = os.path.join(cache_folder(cache_dir), f"{key}.{name}.json")
+    stats = [source_stat(source) for source in sources]
+    meta = _read_json(path)
+    if meta is not None and meta.get("stats") == stats:
+        return meta["value"]
+    value = compute()
+    _write_json(path, {"stats": stats, "value": value})
+    return value
+
+
+def _count_and_build(kind, sources, vocabulary_size):
+    if kind == "char":
+        counts = np.zeros(0, np.int64)
+        for source in sources:
+            for text, _ in text_chunks(source):
+                chunk = character_counts(text)
+                if len(chunk) > len(counts):
+                    counts = np.pad(counts, (0, len(chunk) - len(counts)))
+                counts[: len(chunk)] += chunk
+        if not counts.any():
+            raise CorpusError(
+                "A char tokenizer needs a non-empty training text for its "
+                "vocabulary; the corpus files are empty."
+            )
+        return character_tokenizer_from_counts(counts, vocabulary_size)
+    counts = collections.Counter()
+    for source in sources:
+        for text, _ in text_chunks(source, cut="whitespace"):
+            counts.update(text.split())
+    return word_tokenizer_from_counts(counts, vocabulary_size)
+
+
+def _write_ids(tokenizer, source, ids_path, dtype):
+    """Tokenizes `source` chunk by chunk into `ids_path` (atomically)."""
+    folder = os.path.dirname(ids_path)
+    handle, temporary = tempfile.mkstemp(
+        prefix=os.path.basename(ids_path) + ".", suffix=".partial", dir=folder
+    )
+    count = 0
+    try:
+        with os.fdopen(handle, "wb") as file:
+            for ids in _encode_pieces(tokenizer, source):
+                ids = np.asarray(ids)
+                if ids.size and (
+                    ids.min() < 0 or ids.max() > np.iinfo(dtype).max
+                ):
+                    raise CorpusError(
+                        f"Token ids in [{ids.min()}, {ids.max()}] do not fit "
+                        f"the cache's {dtype.name}: the tokenizer's "
+                        "vocabulary_size() is smaller than its ids."
+                    )
+                file.write(ids.astype(dtype).tobytes())
+                count += int(ids.size)
+        os.replace(temporary, ids_path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+    return count
+
+
+def _encode_pieces(tokenizer, source):
+    if _is_plain_byte_tokenizer(tokenizer):
+        for chunk in read_chunks(source):
+            yield np.frombuffer(chunk, np.uint8)
+    elif _is_word_tokenizer(tokenizer):
+        for text, ends_line in text_chunks(source, cut="whitespace"):
+            yield _encode_words(tokenizer, text, last_line_ends=ends_line)
+    elif isinstance(tokenizer, (CharacterTokenizer,)) or isinstance(
+        tokenizer,
+        (
+            keras_hub.tokenizers.ByteTokenizer,
+            keras_hub.tokenizers.UnicodeCodepointTokenizer,
+        ),
+    ):
+        for text, _ in text_chunks(source):
+            yield encode(tokenizer, text)
+    else:
+        # Tokenizers that may merge across any cut (subwords): whole lines.
+        for text, _ in text_chunks(source, cut="whitespace"):
+            yield encode(tokenizer, text)
+
+
+def _open(source):
+    try:
+        if source.member is None:
+            return open(source.path, "rb")
+        archive = zipfile.ZipFile(source.path)
+        by_name = {os.path.basename(m): m for m in archive.namelist()}
+        name = by_name.get(source.member, source.member)
+        return _ZipMember(archive, archive.open(name))
+    except KeyError as error:
+        raise CorpusError(
+            f"Archive '{source.path}' has no member {source.member!r}."
+        ) from error
+    except (OSError, zipfile.BadZipFile) as error:
+        raise CorpusError(
+            f"Cannot read {_describe(source)} ({error}). Check the file."
+        ) from error
+
+
+class _ZipMember:
+    """A zip member's stream that closes its archive too."""
+
+    def __init__(self, archive, stream):
+        self.archive, self.stream = archive, stream
+
+    def read(self, size):
+        return self.stream.read(size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stream.close()
+        self.archive.close()
+
+
+def _skip(file, count, chunk_bytes):
+    if not count:
+        return
+    if hasattr(file, "seek") and not isinstance(file, _ZipMember):
+        file.seek(count)
+        return
+    while count > 0:  # compressed: read and drop
+        dropped = len(file.read(min(chunk_bytes, count)))
+        if not dropped:
+            return
+        count -= dropped
+
+
+def _identity(source):
+    return {
+        "path": os.path.realpath(source.path),
+        "start": source.start,
+        "stop": source.stop,
+        "member": source.member,
+        "errors": source.errors,
+    }
+
+
+def _describe(source):
+    where = f"'{source.path}'"
+    if source.member is not None:
+        where = f"{source.member} in {where}"
+    if source.start or source.stop is not None:
+        where += f" bytes [{source.start}, {source.stop})"
+    return where
+
+
+def _key(payload):
+    text = json.dumps(payload, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[
+        :24
+    ]
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path, value):
+    """Writes JSON under a temporary name, then renames it into place."""
+    handle, temporary = tempfile.mkstemp(
+        prefix=os.path.basename(path) + ".",
+        suffix=".partial",
+        dir=os.path.dirname(path),
+    )
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump(value, file)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise

@@ -1,0 +1,104 @@
+"""`MemorySpec`, the one description of a memory, and the parts that ask
+it: the backbone, the carried state and the training checkpoint."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+from keras_txl.models.memory_spec import MemorySpec
+from keras_txl.training import StepHistory
+from keras_txl.training import TrainingCheckpoint
+
+TINY = dict(
+    vocabulary_size=12,
+    num_layers=2,
+    num_heads=2,
+    hidden_dim=8,
+    head_dim=4,
+    intermediate_dim=16,
+    memory_length=4,
+)
+
+
+def test_keys_shapes_and_dtypes():
+    plain = MemorySpec(num_layers=2, hidden_dim=8, memory_length=4)
+    assert plain.keys == ("memory", "valid_length")
+    assert plain.shapes(3) == {"memory": (3, 2, 4, 8), "valid_length": (3,)}
+    spec = MemorySpec(2, 8, 4, compressed_memory_length=5, dtype="bfloat16")
+    assert spec.keys[2:] == ("compressed_memory", "compressed_valid_length")
+    zeros = spec.zeros(3, memory_length=6)
+    assert {k: tuple(v.shape) for k, v in zeros.items()} == {
+        "memory": (3, 2, 6, 8),
+        "valid_length": (3,),
+        "compressed_memory": (3, 2, 5, 8),
+        "compressed_valid_length": (3,),
+    }
+    dtypes = {k: ops.convert_to_numpy(v).dtype.name for k, v in zeros.items()}
+    assert dtypes["valid_length"] == dtypes["compressed_valid_length"]
+    assert dtypes["valid_length"] == "int32"
+    assert "float" not in dtypes["valid_length"]
+    cast = spec.cast({"memory": np.ones((1, 2, 4, 8)), "valid_length": [2.0]})
+    assert ops.convert_to_numpy(cast["valid_length"]).dtype.name == "int32"
+    assert keras.backend.standardize_dtype(cast["memory"].dtype) == "bfloat16"
+    with pytest.raises(ValueError, match="float dtype"):
+        MemorySpec(2, 8, 4, dtype="int32")
+
+
+def test_flatten_unflatten_round_trip_and_old_checkpoints():
+    spec = MemorySpec(2, 8, 4, compressed_memory_length=3)
+    memory = spec.zeros(2)
+    memory["valid_length"] = ops.convert_to_tensor([4, 1], "int32")
+    arrays = spec.flatten(memory)
+    assert sorted(arrays) == sorted(spec.keys)
+    back = spec.unflatten(arrays)
+    np.testing.assert_array_equal(back["valid_length"], [4, 1])
+    # A checkpoint written before the compressed memory was saved.
+    old = spec.unflatten({k: arrays[k] for k in ("memory", "valid_length")})
+    assert sorted(old) == ["memory", "valid_length"]
+    with pytest.raises(ValueError, match="lacks"):
+        spec.unflatten({"memory": arrays["memory"]})
+
+
+def test_backbone_state_and_initial_memory_follow_the_spec():
+    backbone = TransformerXLBackbone(**TINY, compressed_memory_length=3)
+    spec = backbone.memory_spec
+    assert spec == MemorySpec(2, 8, 4, 3)
+    assert backbone.memory_keys == spec.keys
+    inputs = {x.name for x in backbone.inputs}
+    assert inputs == {"token_ids", *spec.keys}
+    lm = TransformerXLCausalLM(backbone)
+    lm.build((2, 4))
+    assert lm.memory_state.memory_spec == spec
+    state = lm.memory_state.read(2)
+    assert {k: tuple(v.shape) for k, v in state.items()} == spec.shapes(2)
+
+
+def test_checkpoint_saves_and_restores_the_compressed_memory(tmp_path):
+    def make():
+        backbone = TransformerXLBackbone(**TINY, compressed_memory_length=3)
+        lm = TransformerXLCausalLM(backbone)
+        lm.compile()
+        return lm
+
+    lm = make()
+    lm.build_memory(2)
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # fills the memory, then the compressed memory
+        lm(rng.integers(0, 12, size=(2, 4)).astype("int32"))
+    saved = lm.memory_state.memory_spec.flatten(lm.memory_state.read())
+    assert saved["compressed_valid_length"].tolist() == [3, 3]
+    history = StepHistory(tokens_per_step=8, total_steps=1)
+    checkpoint = TrainingCheckpoint(tmp_path / "ckpt", history)
+    checkpoint.set_model(lm)
+    checkpoint.save()
+
+    other = make()
+    TrainingCheckpoint.restore(other, tmp_path / "ckpt", batch_size=2)
+    restored = other.memory_state.memory_spec.flatten(
+        other.memory_state.read()
+    )
+    for key, value in saved.items():
+        np.testing.assert_array_equal(restored[key], value, err_msg=key)

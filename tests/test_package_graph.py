@@ -1,0 +1,160 @@
+"""The package graph: no module-level import cycle, arrows one way between
+the packages (docs/design.md, "Package map"), and no private name of one
+package imported by another. Read from the source with `ast`: nothing is
+imported."""
+
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, "keras_txl")
+
+# Lower rank = lower layer. A package may import its own modules and
+# packages of a lower rank; the packages of one rank do not import each
+# other, except the `(importer, imported)` pairs in `SIDEWAYS` (none
+# today).
+RANKS = {
+    "utils": 0,
+    "layers": 1,
+    "metrics": 1,
+    "models": 2,
+    "data": 3,
+    "distribute": 3,
+    "training": 3,
+    "export": 3,
+    "convert": 3,
+    "ablation": 4,
+    "app": 5,
+}
+SIDEWAYS = set()
+TOP_LEVEL = {"__init__", "__main__", "version"}
+
+
+def _modules():
+    """`{dotted module name: path}` of every module of the package."""
+    modules = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for file in files:
+            if not file.endswith(".py"):
+                continue
+            path = os.path.join(folder, file)
+            parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _imports(path, module_level_only):
+    """`[(imported module, imported names)]` of the keras_txl imports of
+    a file; with `module_level_only`, those run at import time (not
+    inside functions)."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+            )
+            if isinstance(child, ast.ImportFrom) and child.module:
+                if child.module.startswith("keras_txl") and not (
+                    module_level_only and in_function
+                ):
+                    names = [alias.name for alias in child.names]
+                    found.append((child.module, names))
+            elif isinstance(child, ast.Import):
+                for alias in child.names:
+                    if alias.name.startswith("keras_txl") and not (
+                        module_level_only and in_function
+                    ):
+                        found.append((alias.name, []))
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def _targets(module, names, modules):
+    """The modules an import loads: `from a.b import c` loads `a.b`, and
+    `a.b.c` when that is a module, and the packages above them."""
+    targets = [module] if module in modules else []
+    targets += [f"{module}.{n}" for n in names if f"{module}.{n}" in modules]
+    # Importing `a.b.c` first runs the `__init__` of `a` and `a.b`.
+    parents = {
+        ".".join(target.split(".")[:i])
+        for target in targets
+        for i in range(1, target.count(".") + 1)
+    }
+    return targets + sorted(parents & set(modules))
+
+
+def _package(module):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_package_has_a_rank():
+    packages = {_package(m) for m in _modules()} - {None} - TOP_LEVEL
+    assert packages <= set(RANKS), packages - set(RANKS)
+
+
+def test_no_module_level_import_cycle():
+    modules = _modules()
+    graph = {
+        module: {
+            target
+            for imported, names in _imports(path, module_level_only=True)
+            for target in _targets(imported, names, modules)
+            # A package's `__init__` importing its own modules is how a
+            # package is made, not a cycle through it.
+            if not (
+                target == module
+                or target.startswith(module + ".")
+                or module.startswith(target + ".")
+            )
+        }
+        for module, path in modules.items()
+    }
+    state = {}
+
+    def walk(module, stack):
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycle = stack[stack.index(target) :] + [target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                walk(target, stack + [target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module, [module])
+
+
+def test_arrows_point_one_way_and_nothing_private_crosses():
+    wrong, private = [], []
+    for module, path in _modules().items():
+        source = _package(module)
+        if source in TOP_LEVEL or source is None:
+            continue
+        for imported, names in _imports(path, module_level_only=False):
+            target = _package(imported)
+            if target is None or target == source:
+                continue
+            if RANKS[target] >= RANKS[source] and (
+                (source, target) not in SIDEWAYS
+            ):
+                wrong.append(f"{module} imports {imported}")
+            private += [
+                f"{module} imports {imported}.{name}"
+                for name in names
+                if name.startswith("_")
+            ]
+    assert not wrong, "arrows against the package map:\n" + "\n".join(wrong)
+    assert not private, "private names across packages:\n" + "\n".join(
+        private
+    )
