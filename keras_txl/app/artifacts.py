@@ -1,5 +1,5 @@
-"""Files of a run: the model, its tokenizer (JSON and text, no pickle) and
-atomic writes."""
+"""Files of a run: the model and its tokenizer as a keras-hub preset (JSON,
+weights and text assets, no pickle), and atomic writes."""
 
 import json
 import os
@@ -7,7 +7,18 @@ import shutil
 
 import keras
 
-MODEL_FILE = "model.keras"
+MODEL_FILE = "model.keras"  # runs saved before keras-hub presets
+TASK_FILE = "task.json"
+# The files of a keras-hub preset of a task (`save_model`).
+PRESET_FILES = (
+    "config.json",
+    "model.weights.h5",
+    TASK_FILE,
+    "task.weights.h5",
+    "preprocessor.json",
+    "tokenizer.json",
+    "metadata.json",
+)
 TOKENIZER_DIR = "tokenizer"
 TOKENIZER_FILE = "tokenizer.json"
 ASSETS_DIR = "assets"
@@ -32,35 +43,77 @@ def read_json(path):
         return json.load(file)
 
 
-def save_model(lm, directory):
-    """Saves `lm` for inference as `directory/model.keras` (written under a
-    temporary name, then renamed).
+def save_model(lm, directory, tokenizer=None, sequence_length=None):
+    """Saves `lm` (and `tokenizer`, as its preprocessor) as a keras-hub
+    preset in `directory`: `config.json`, `model.weights.h5`,
+    `task.json`, `task.weights.h5`, `preprocessor.json`,
+    `tokenizer.json`, `assets/tokenizer/` and `metadata.json`, beside the
+    run's other files. `TransformerXLCausalLM.from_preset(directory)` and
+    `keras_hub.models.CausalLM.from_preset(directory)` load it.
 
-    The file holds the weights and the trained optimizer (its variables
-    and schedule): `keras.saving.load_model(path)` restores both, with no
-    warning, on every backend. The memory carried between batches is
-    never saved (see `MemoryState`): the loaded model takes any batch
-    size.
+    The preset is written in a temporary folder, then its files are moved
+    in one by one (each move atomic): a process killed while writing
+    leaves the previous preset whole. The files hold the weights, not the
+    optimizer's state (the training checkpoint keeps that for
+    `--resume`).
+
+    Args:
+        lm: the `TransformerXLCausalLM`.
+        directory: the run folder.
+        tokenizer: optional keras-hub tokenizer, saved as the preprocessor's
+            (`None` keeps `lm.preprocessor`).
+        sequence_length: length of the preprocessor's packed strings
+            (`None`: keras-hub's default).
     """
-    path = os.path.join(os.fspath(directory), MODEL_FILE)
-    temporary = os.path.join(
-        os.fspath(directory), f".model-{os.getpid()}.tmp.keras"
-    )
-    lm.save(temporary)
-    os.replace(temporary, path)
-    return path
+    from keras_txl.models import TransformerXLCausalLMPreprocessor
+
+    directory = os.fspath(directory)
+    # Same weights, a fresh (unbuilt) optimizer.
+    copy = lm.with_memory_length(lm.carried_memory_length)
+    if tokenizer is not None:
+        options = (
+            {}
+            if sequence_length is None
+            else {"sequence_length": int(sequence_length)}
+        )
+        copy.preprocessor = TransformerXLCausalLMPreprocessor(
+            tokenizer, **options
+        )
+    temporary = os.path.join(directory, f".preset-{os.getpid()}.tmp")
+    shutil.rmtree(temporary, ignore_errors=True)
+    copy.save_to_preset(temporary)
+    # Configs first, weights last.
+    names = sorted(os.listdir(temporary), key=lambda n: (n.endswith(".h5"), n))
+    for name in names:
+        target = os.path.join(directory, name)
+        if os.path.isdir(target):
+            shutil.rmtree(target)
+        os.replace(os.path.join(temporary, name), target)
+    os.rmdir(temporary)
+    return directory
+
+
+def is_preset(directory):
+    """Whether `directory` holds a keras-hub preset of a task."""
+    return os.path.isfile(os.path.join(os.fspath(directory), TASK_FILE))
 
 
 def load_model(directory):
-    """The `TransformerXLCausalLM` of `directory/model.keras`, compiled as
-    it was trained, with the trained optimizer's state."""
-    import keras_txl.models  # noqa: F401 (registers the classes)
+    """The `TransformerXLCausalLM` saved in `directory`: a keras-hub preset
+    (`save_model`), or the `model.keras` of runs saved before presets;
+    compiled with the default loss, metrics and optimizer. Its
+    `preprocessor` is the run's tokenizer (`None` for old runs)."""
+    from keras_txl.models import TransformerXLCausalLM
 
-    path = os.path.join(os.fspath(directory), MODEL_FILE)
+    directory = os.fspath(directory)
+    if is_preset(directory):
+        return TransformerXLCausalLM.from_preset(directory)
+    path = os.path.join(directory, MODEL_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(
-            f"No model in '{os.fspath(directory)}': {MODEL_FILE} is missing. "
-            "Pass the --output folder of a finished `keras-txl train` run."
+            f"No model in '{directory}': neither a keras-hub preset "
+            f"({TASK_FILE}) nor {MODEL_FILE}. Pass the --output folder of a "
+            "finished `keras-txl train` run or a `keras-txl convert` folder."
         )
     # `compile=True` restores the trained optimizer; with `compile=False`
     # the constructor's fresh one meets the saved state and Keras warns
@@ -69,36 +122,45 @@ def load_model(directory):
 
 
 def save_tokenizer(tokenizer, directory):
-    """Saves a keras-hub tokenizer in `directory/tokenizer/`: its config
-    (with a character vocabulary) as JSON, and its assets (a word
-    vocabulary as text) beside it."""
-    folder = os.path.join(os.fspath(directory), TOKENIZER_DIR)
+    """Saves a keras-hub tokenizer as a preset's tokenizer does:
+    `directory/tokenizer.json` (its config, with a character vocabulary)
+    and its assets (a word vocabulary as text) in
+    `directory/assets/tokenizer/`."""
+    directory = os.fspath(directory)
+    folder = os.path.join(directory, ASSETS_DIR, TOKENIZER_DIR)
     temporary = f"{folder}.tmp-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
-    os.makedirs(os.path.join(temporary, ASSETS_DIR))
-    write_json(
-        os.path.join(temporary, TOKENIZER_FILE),
-        keras.saving.serialize_keras_object(tokenizer),
-    )
+    os.makedirs(temporary)
     if hasattr(tokenizer, "save_assets"):
-        tokenizer.save_assets(os.path.join(temporary, ASSETS_DIR))
+        tokenizer.save_assets(temporary)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(temporary, folder)
+    config = keras.saving.serialize_keras_object(tokenizer)
+    config.get("config", {}).pop("build_config", None)
+    write_json(os.path.join(directory, TOKENIZER_FILE), config)
 
 
 def load_tokenizer(directory):
-    """The tokenizer saved by `save_tokenizer` in `directory`."""
+    """The tokenizer of a preset or run folder (`save_tokenizer`,
+    `save_model`), or of the `tokenizer/` folder of older runs."""
     import keras_txl.data  # noqa: F401 (registers CharacterTokenizer)
+    import keras_txl.models  # noqa: F401 (registers TransformerXLTokenizer)
 
-    folder = os.path.join(os.fspath(directory), TOKENIZER_DIR)
-    path = os.path.join(folder, TOKENIZER_FILE)
+    directory = os.fspath(directory)
+    path = os.path.join(directory, TOKENIZER_FILE)
+    assets = os.path.join(directory, ASSETS_DIR, TOKENIZER_DIR)
+    if not os.path.isfile(path):  # runs saved before presets
+        path = os.path.join(directory, TOKENIZER_DIR, TOKENIZER_FILE)
+        assets = os.path.join(directory, TOKENIZER_DIR, ASSETS_DIR)
     if not os.path.isfile(path):
         raise FileNotFoundError(
-            f"No tokenizer in '{os.fspath(directory)}': "
-            f"{TOKENIZER_DIR}/{TOKENIZER_FILE} is missing."
+            f"No tokenizer in '{directory}': {TOKENIZER_FILE} is missing."
         )
     tokenizer = keras.saving.deserialize_keras_object(read_json(path))
-    assets = os.path.join(folder, ASSETS_DIR)
-    if hasattr(tokenizer, "load_assets") and os.listdir(assets):
+    if (
+        getattr(tokenizer, "file_assets", None)
+        and os.path.isdir(assets)
+        and os.listdir(assets)
+    ):
         tokenizer.load_assets(assets)
     return tokenizer

@@ -10,6 +10,7 @@ language models.
          --memory-start zeros]     # the paper's protocol
     keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
     keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
+    keras-txl convert hf://transfo-xl/transfo-xl-wt103 OUT_DIR
 
 Errors (a missing or short corpus, a bad option, an output folder that
 already holds a model) print one line on stderr and exit with status 1
@@ -85,7 +86,8 @@ def _train_parser(subparsers):
         "built-in text, about two minutes on a 2-core CPU)",
         description="Trains a Transformer-XL language model with model.fit "
         "on ordered segments, evaluates it in bits per character with and "
-        "without memory, saves OUTPUT/model.keras with its tokenizer, "
+        "without memory, saves the model and its tokenizer in OUTPUT as a "
+        "keras-hub preset (TransformerXLCausalLM.from_preset(OUTPUT)), "
         "pictures and metrics, and prints a sample. Options left out take "
         "the preset's values. Every step's loss goes to OUTPUT/steps.csv.",
     )
@@ -347,6 +349,35 @@ def _export(args):
     return 0
 
 
+def _convert(args):
+    from keras_txl.app.run import convert
+
+    convert(args.source, args.out_dir, overwrite=args.overwrite)
+    return 0
+
+
+def _convert_parser(subparsers):
+    parser = subparsers.add_parser(
+        "convert",
+        help="a HuggingFace or TensorFlow Transformer-XL checkpoint into a "
+        "keras-hub preset",
+        description="Converts SOURCE (a HuggingFace Transformer-XL folder "
+        "such as save_pretrained writes, a handle like "
+        "hf://transfo-xl/transfo-xl-wt103, a folder of the authors' "
+        "TensorFlow checkpoint with its config.json, or a keras-hub preset) "
+        "into a keras-hub preset in OUT_DIR, with its tokenizer when SOURCE "
+        "has one, and prints one line that checks the log-probabilities of "
+        "a built-in sentence: finite, and the same when OUT_DIR is loaded "
+        "back.",
+    )
+    parser.add_argument("source", metavar="SOURCE")
+    parser.add_argument("out_dir", metavar="OUT_DIR")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a preset in OUT_DIR"
+    )
+    parser.set_defaults(run=_convert)
+
+
 def make_parser():
     """The `argparse` parser of `keras-txl`."""
     parser = _Parser(
@@ -356,7 +387,7 @@ def make_parser():
     subparsers = parser.add_subparsers(
         dest="command",
         required=True,
-        metavar="{train,evaluate,generate,export,ablate,recl}",
+        metavar="{train,evaluate,generate,export,convert,ablate,recl}",
     )
     _train_parser(subparsers)
 
@@ -452,6 +483,8 @@ def make_parser():
         help="print the signatures that were written",
     )
     export.set_defaults(run=_export)
+
+    _convert_parser(subparsers)
 
     from keras_txl.app.ablation_cli import add_ablate_parser
     from keras_txl.app.ablation_cli import add_recl_parser

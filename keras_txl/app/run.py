@@ -40,6 +40,11 @@ CURVE_PNG = "training_curve.png"
 MEMORY_PNG = "bpc_vs_memory.png"
 SAMPLE_TOKENS = 200  # tokens of the sample printed after training
 PROMPT_TOKENS = 40  # validation tokens that prompt the sample
+# Scored by `keras-txl convert` (WikiText-103's tokenization).
+CHECK_SENTENCE = (
+    "The tower is 324 metres ( 1,063 ft ) tall , about the same height as "
+    "an 81 @-@ storey building , and the tallest structure in Paris ."
+)
 
 
 def load_corpus(config, tokenizer=None, log=print):
@@ -98,7 +103,6 @@ def _prepare_output(config):
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output '{output}' is a file, not a folder.")
     checkpoint = os.path.join(output, artifacts.CHECKPOINT_DIR)
-    model = os.path.join(output, artifacts.MODEL_FILE)
     if config.resume:
         if not os.path.isdir(checkpoint):
             raise ConfigError(
@@ -106,17 +110,25 @@ def _prepare_output(config):
                 "Start the run without --resume."
             )
         return
-    if os.path.exists(model) or os.path.exists(checkpoint):
+    has_model = artifacts.is_preset(output) or os.path.exists(
+        os.path.join(output, artifacts.MODEL_FILE)
+    )
+    if has_model or os.path.exists(checkpoint):
         if not config.overwrite:
             raise ConfigError(
                 f"'{output}' already holds a model. Pass --resume to "
                 "continue its run, --overwrite to replace it, or another "
                 "--output."
             )
-        for name in (artifacts.CHECKPOINT_DIR, artifacts.TOKENIZER_DIR):
+        folders = (
+            artifacts.CHECKPOINT_DIR,
+            artifacts.TOKENIZER_DIR,
+            artifacts.ASSETS_DIR,
+        )
+        for name in folders:
             shutil.rmtree(os.path.join(output, name), ignore_errors=True)
         files = (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE)
-        for name in files + (STEPS_CSV,):
+        for name in files + artifacts.PRESET_FILES + (STEPS_CSV,):
             path = os.path.join(output, name)
             if os.path.exists(path):
                 os.remove(path)
@@ -431,7 +443,7 @@ def train(config, callbacks=(), log=print):
         f"{without_memory['bits_per_character']:.4f}"
     )
 
-    artifacts.save_model(lm, output)
+    artifacts.save_model(lm, output, tokenizer, sequence_length=length)
     plot_training_curve(
         history.losses,
         os.path.join(output, CURVE_PNG),
@@ -482,8 +494,10 @@ def train(config, callbacks=(), log=print):
         "config": run_config,
     }
     _write_metrics(metrics, output, config.metrics_json)
-    model_path = os.path.join(output, artifacts.MODEL_FILE)
-    log(f"Saved {model_path} and its tokenizer.")
+    log(
+        f"Saved the model and its tokenizer as a keras-hub preset in "
+        f"{output} (TransformerXLCausalLM.from_preset('{output}'))."
+    )
     return metrics
 
 
@@ -522,7 +536,8 @@ def evaluate(
     tokenized once into the token cache and memory-mapped.
 
     Args:
-        model_dir: the `--output` folder of a `keras-txl train` run.
+        model_dir: the `--output` folder of a `keras-txl train` run (or
+            any keras-hub preset of a `TransformerXLCausalLM`).
         corpus: path of the text to score (all of it), or with `dataset`
             the local copy of the benchmark (`None`: downloaded).
         memory_length: evaluation memory; `None`: the run's
@@ -673,8 +688,97 @@ def generate(
     return text
 
 
+def sentence_log_probabilities(lm, sentence):
+    """Log-probability of each token of `sentence` after the ones before
+    it (float64 array of length tokens - 1), from an empty memory: with
+    `lm.preprocessor`'s tokenizer, or for a model without one the ids
+    `0, 1, 2, ...` (modulo the vocabulary)."""
+    import numpy as np
+
+    from keras_txl import data
+
+    vocabulary_size = lm.backbone.vocabulary_size
+    if lm.preprocessor is not None:
+        ids = data.encode(lm.preprocessor.tokenizer, sentence)
+    else:
+        ids = np.arange(len(sentence.split())) % vocabulary_size
+    ids = np.asarray(ids, "int32")[None]  # (1, tokens)
+    logits, _ = lm.call_with_memory(ids[:, :-1])
+    logits = keras.ops.convert_to_numpy(logits).astype("float64")[0]
+    logits = logits - logits.max(-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return log_probs[np.arange(ids.shape[1] - 1), ids[0, 1:]]
+
+
+def convert(source, out_dir, overwrite=False, log=print):
+    """`keras-txl convert`: a checkpoint into a keras-hub preset.
+
+    Args:
+        source: what `TransformerXLCausalLM.from_preset` takes: a
+            HuggingFace Transformer-XL folder or `hf://` handle, a folder
+            of the authors' TensorFlow checkpoint with its `config.json`,
+            or a keras-hub preset.
+        out_dir: the preset folder to write.
+        overwrite: bool. Replace a preset already in `out_dir`.
+        log: function that prints a line.
+
+    Returns:
+        A dict: `tokens` (scored), `mean_log_probability` (nats per token,
+        converted model) and `max_difference` (largest difference of a
+        token's log-probability between the converted model and the preset
+        loaded back from `out_dir`).
+    """
+    import numpy as np
+
+    from keras_txl.models import TransformerXLCausalLM
+
+    out_dir = os.fspath(out_dir)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ConfigError(f"OUT_DIR '{out_dir}' is a file, not a folder.")
+    if os.path.isdir(out_dir) and os.listdir(out_dir):
+        if not artifacts.is_preset(out_dir):
+            raise ConfigError(
+                f"'{out_dir}' holds files that are not a keras-hub preset: "
+                "pick an empty or new folder."
+            )
+        if not overwrite:
+            raise ConfigError(
+                f"'{out_dir}' already holds a preset. Pass --overwrite to "
+                "replace it, or another OUT_DIR."
+            )
+    lm = TransformerXLCausalLM.from_preset(source)
+    expected = sentence_log_probabilities(lm, CHECK_SENTENCE)
+    os.makedirs(out_dir, exist_ok=True)
+    artifacts.save_model(lm, out_dir)
+    loaded = TransformerXLCausalLM.from_preset(out_dir)
+    got = sentence_log_probabilities(loaded, CHECK_SENTENCE)
+    difference = float(np.max(np.abs(got - expected)))
+    finite = bool(np.all(np.isfinite(expected)))
+    result = {
+        "tokens": int(expected.size),
+        "mean_log_probability": float(np.mean(expected)),
+        "max_difference": difference,
+    }
+    tokenizer = "with its tokenizer" if lm.preprocessor else "no tokenizer"
+    log(
+        f"Converted {source} to {out_dir} ({tokenizer}). Check: "
+        f"{expected.size} tokens of a built-in sentence, mean log-probability "
+        f"{result['mean_log_probability']:.4f} nats "
+        f"({'finite' if finite else 'NOT FINITE'}), "
+        f"max |difference| after reloading the preset {difference:.2e}."
+    )
+    if not finite or difference > 1e-5:
+        raise ValueError(
+            "The converted model's log-probabilities are not finite or "
+            f"change when its preset is loaded back ({difference:.2e}); "
+            f"the preset in '{out_dir}' should not be used."
+        )
+    return result
+
+
 __all__ = [
     "TrainConfig",
+    "convert",
     "evaluate",
     "fit_language_model",
     "generate",

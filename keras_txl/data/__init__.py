@@ -19,6 +19,7 @@ The pipelines use `tf.data` and the keras-hub tokenizers (TensorFlow must
 be installed); the datasets feed `fit` on every Keras backend.
 """
 
+from keras_txl.data.byte_tokenizer import ByteTokenizer
 from keras_txl.data.character_tokenizer import CharacterTokenizer
 from keras_txl.data.corpora import TextSplits
 from keras_txl.data.corpora import builtin_corpus
@@ -54,6 +55,7 @@ from keras_txl.data.tokenization import encode
 from keras_txl.data.tokenization import make_tokenizer
 
 __all__ = [
+    "ByteTokenizer",
     "CharacterTokenizer",
     "CorpusError",
     "CorpusIds",

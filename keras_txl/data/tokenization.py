@@ -6,7 +6,8 @@ into text. The tokenizers are `keras_hub.tokenizers.Tokenizer` layers, so
 they serialize with `get_config` (the word vocabulary as a keras-hub asset)
 and work inside `tf.data`:
 
-- `"byte"`: `keras_hub.tokenizers.ByteTokenizer(lowercase=False)`: the
+- `"byte"`: `keras_txl.data.ByteTokenizer(lowercase=False)` (keras-hub's,
+  savable in a preset): the
   UTF-8 bytes of the text, 256 ids (enwik8 in the Transformer-XL paper).
 - `"char"`: `keras_txl.data.CharacterTokenizer`: one id per distinct
   character of `text`, in code point order (65 for tinyshakespeare).
@@ -33,6 +34,7 @@ import keras_hub
 import numpy as np
 import tensorflow as tf
 
+from keras_txl.data.byte_tokenizer import ByteTokenizer
 from keras_txl.data.character_tokenizer import CharacterTokenizer
 from keras_txl.data.corpus_error import CorpusError
 from keras_txl.utils.validation import check_optional_positive_int
@@ -92,7 +94,7 @@ def make_tokenizer(kind, text=None, vocabulary_size=None):
                 "A byte tokenizer has 256 ids: `vocabulary_size` must be "
                 f"None or 256. Received: vocabulary_size={vocabulary_size}"
             )
-        return keras_hub.tokenizers.ByteTokenizer(lowercase=False)
+        return ByteTokenizer(lowercase=False)
     if not isinstance(text, str) or not text:
         raise CorpusError(
             f"A {kind} tokenizer needs a non-empty training `text` for its "

@@ -178,17 +178,20 @@ def export_main(
     verbose=False,
     any_segment_length=False,
 ):
-    """Exports the model saved in `model_dir/model.keras` (the CLI's
-    `keras-txl export MODEL_DIR OUT_DIR [--batch-size B] [--segment-length
-    T | --any-segment-length] [--memory-length M] [--overwrite]`).
+    """Exports the model saved in `model_dir`, a keras-hub preset (or the
+    `model.keras` of older runs) (the CLI's `keras-txl export MODEL_DIR
+    OUT_DIR [--batch-size B] [--segment-length T | --any-segment-length]
+    [--memory-length M] [--overwrite]`).
 
     The model may have been trained and saved on any backend; it is loaded
     with `safe_mode=True`. Under a backend other than TensorFlow the export
     runs in a child process with `KERAS_BACKEND=tensorflow`.
 
     Args:
-        model_dir: directory that holds `model.keras`: the `--output`
-            folder of a `keras-txl train` run, or any folder.
+        model_dir: directory of a keras-hub preset of a
+            `TransformerXLCausalLM` (the `--output` folder of a `keras-txl
+            train` run, or of `keras-txl convert`), or that holds
+            `model.keras`.
         out_dir: directory of the SavedModel (see `export_saved_model`).
         batch_size: int or `None` (default): any number of streams.
         segment_length: int or `None`: the run's segment length (from its
@@ -215,11 +218,12 @@ def export_main(
         batch_size, segment_length, memory_length or 1
     )
     model_path = os.path.join(os.fspath(model_dir), MODEL_FILENAME)
-    if not os.path.isfile(model_path):
+    preset = os.path.isfile(os.path.join(os.fspath(model_dir), "task.json"))
+    if not preset and not os.path.isfile(model_path):
         raise FileNotFoundError(
-            f"No {MODEL_FILENAME} in {os.fspath(model_dir)!r}. Save the "
-            f"model there with `lm.save(os.path.join(model_dir, "
-            f"'{MODEL_FILENAME}'))`."
+            f"No model in {os.fspath(model_dir)!r}: neither a keras-hub "
+            f"preset (task.json, from `lm.save_to_preset(model_dir)`, "
+            f"`keras-txl train` or `keras-txl convert`) nor {MODEL_FILENAME}."
         )
     out_dir = _check_destination(out_dir, overwrite)
     if keras.config.backend() != "tensorflow":
@@ -233,7 +237,12 @@ def export_main(
             verbose,
         )
         return out_dir
-    lm = keras.saving.load_model(model_path, safe_mode=True)
+    if preset:
+        lm = TransformerXLCausalLM.from_preset(
+            os.fspath(model_dir), preprocessor=None
+        )
+    else:
+        lm = keras.saving.load_model(model_path, safe_mode=True)
     if memory_length is None:
         memory_length = lm.carried_memory_length
     return export_saved_model(

@@ -757,10 +757,11 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         generates with the whole context.
 
         Args:
-            inputs: strings when a `preprocessor` is attached, otherwise a
-                dict `{"token_ids", "padding_mask"}` of `(batch,
-                max_length)` tensors, right-padded to the length to
-                generate to.
+            inputs: strings when a `preprocessor` is attached, or a dict
+                `{"token_ids", "padding_mask"}` of `(batch, max_length)`
+                tensors, right-padded to the length to generate to (with
+                or without a preprocessor: ids are not tokenized again,
+                and ids come back).
             max_length: int. Length to generate to, when a `preprocessor`
                 pads the prompts (otherwise the padded length of `inputs`).
             stop_token_ids: `"auto"` (the tokenizer's end token), `None`
@@ -815,10 +816,27 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             )
         if isinstance(inputs, dict) and "padding_mask" in inputs:
             _check_prompt_padding(inputs["padding_mask"])
-        if stop_token_ids == "auto" and self.preprocessor is not None:
-            tokenizer = self.preprocessor.tokenizer
-            if getattr(tokenizer, "end_token_id", None) is None:
-                stop_token_ids = None  # e.g. the character tokenizer
+        preprocessor = self.preprocessor
+        if stop_token_ids == "auto" and preprocessor is not None:
+            end = getattr(preprocessor.tokenizer, "end_token_id", None)
+            # No end token (e.g. the character tokenizer): never stop.
+            stop_token_ids = None if end is None else (end,)
+        if preprocessor is not None and isinstance(inputs, dict):
+            # Token ids already: keras-hub would tokenize them again. The
+            # attribute is swapped under the tracker, which keeps the layer.
+            object.__setattr__(self, "_preprocessor", None)
+            try:
+                return self.generate(
+                    inputs,
+                    max_length=max_length,
+                    stop_token_ids=stop_token_ids,
+                    strip_prompt=strip_prompt,
+                    memory_length=memory_length,
+                    segment_length=segment_length,
+                    memory_start=memory_start,
+                )
+            finally:
+                object.__setattr__(self, "_preprocessor", preprocessor)
         if options != getattr(self, "_generate_options", (None, None, "empty")):
             # The lengths are read when the generate function is traced.
             self._generate_options = options

@@ -104,3 +104,9 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
             return_padding_mask=True,
         )
         self.built = True
+
+    def load_preset_assets(self, preset):
+        # keras-hub's byte tokenizer has no assets (`file_assets` None),
+        # which its own `load_preset_assets` does not allow for.
+        if getattr(self.tokenizer, "file_assets", None):
+            super().load_preset_assets(preset)

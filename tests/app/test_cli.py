@@ -109,8 +109,15 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     assert "with memory (16)" in result.stdout
     assert "Sample:" in result.stdout
     for name in (
-        "model.keras",
-        "tokenizer/tokenizer.json",
+        # A keras-hub preset of the model and its tokenizer ...
+        "config.json",
+        "model.weights.h5",
+        "task.json",
+        "task.weights.h5",
+        "preprocessor.json",
+        "tokenizer.json",
+        "assets/tokenizer/vocabulary.json",
+        # ... and the run's files beside it.
         "training_curve.png",
         "bpc_vs_memory.png",
         "metrics.json",
@@ -177,10 +184,10 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     _check_generate(output, capsys)
 
     # A second run never replaces the model without --overwrite.
-    before = os.path.getmtime(os.path.join(output, "model.keras"))
+    before = os.path.getmtime(os.path.join(output, "model.weights.h5"))
     status = main(["train", "--corpus", corpus, "--output", output])
     _one_line_error(capsys, status, 1, "already holds a model")
-    assert os.path.getmtime(os.path.join(output, "model.keras")) == before
+    assert os.path.getmtime(os.path.join(output, "model.weights.h5")) == before
 
 
 def _check_generate(output, capsys):

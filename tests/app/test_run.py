@@ -110,6 +110,12 @@ def test_output_folder_is_never_overwritten_without_overwrite(tmp_path):
     _prepare_output(_config(tmp_path, overwrite=True).resolved())
     assert not (output / "model.keras").exists()
     assert (output / "notes.txt").read_text() == "mine"  # not ours: kept
+    # A keras-hub preset (the layout of today's runs) is a model too.
+    (output / "task.json").write_text("{}")
+    with pytest.raises(ConfigError, match="already holds a model"):
+        _prepare_output(config)
+    _prepare_output(_config(tmp_path, overwrite=True).resolved())
+    assert not (output / "task.json").exists()
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="is a file"):
         _prepare_output(_config(tmp_path, output=str(tmp_path / "file")))

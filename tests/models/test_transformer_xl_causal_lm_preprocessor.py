@@ -125,3 +125,7 @@ def test_generate_on_strings(kind):
     assert single == out[0]
     # "auto" stops at the end token when the tokenizer has one, else never.
     assert isinstance(lm.generate(prompts[0], max_length=8), str)
+    # Token ids are not tokenized again: ids in, ids out.
+    ids = lm.preprocessor.generate_preprocess(prompts, sequence_length=8)
+    out_ids = lm.generate(dict(ids), stop_token_ids=None)
+    assert lm.preprocessor.generate_postprocess(out_ids) == out

@@ -1,5 +1,6 @@
-"""The `model.keras` of a run holds the trained optimizer, and loads it
-without a warning."""
+"""A run saves its model as a keras-hub preset (weights only, as keras-hub
+presets are) that loads without a warning, and keeps the trained optimizer
+in its checkpoint, which `--resume` restores."""
 
 import warnings
 
@@ -11,13 +12,13 @@ import tensorflow as tf
 from keras_txl.app import artifacts
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
+from keras_txl.training import StepHistory
+from keras_txl.training import TrainingCheckpoint
 from keras_txl.training.schedules import transformer_xl_optimizer
 from tests.test_case import to_numpy
 
 
-@pytest.mark.torch_ok
-def test_trained_optimizer_round_trips_without_warning(tmp_path):
-    keras.utils.set_random_seed(0)
+def _lm():
     lm = TransformerXLCausalLM(
         TransformerXLBackbone(
             vocabulary_size=20,
@@ -32,23 +33,42 @@ def test_trained_optimizer_round_trips_without_warning(tmp_path):
     lm.compile(
         optimizer=transformer_xl_optimizer(1e-3, total_steps=10, warmup_steps=2)
     )
+    return lm
+
+
+@pytest.mark.torch_ok
+def test_trained_optimizer_is_kept_by_the_checkpoint_not_the_preset(
+    tmp_path,
+):
+    keras.utils.set_random_seed(0)
+    lm = _lm()
     ids = np.random.default_rng(0).integers(0, 20, (3, 2, 5)).astype("int32")
-    lm.fit(tf.data.Dataset.from_tensor_slices((ids, ids)), verbose=0)
+    history = StepHistory(tokens_per_step=10)
+    checkpoint = TrainingCheckpoint(tmp_path / "checkpoint", history)
+    lm.fit(
+        tf.data.Dataset.from_tensor_slices((ids, ids)),
+        callbacks=[history, checkpoint],
+        verbose=0,
+    )
     artifacts.save_model(lm, tmp_path)
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "Skipping variable loading ..."
-        restored = keras.saving.load_model(tmp_path / artifacts.MODEL_FILE)
-        # What `keras-txl evaluate` and `generate` load, also silently.
-        artifacts.load_model(tmp_path)
+        served = artifacts.load_model(tmp_path)
+    for a, b in zip(lm.weights, served.weights):
+        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+    assert not served.optimizer.built  # a preset has no optimizer state
+
+    resumed = _lm()
+    TrainingCheckpoint.restore(resumed, tmp_path / "checkpoint", batch_size=2)
     trained = lm.optimizer.variables
-    loaded = restored.optimizer.variables
+    loaded = resumed.optimizer.variables
     assert len(trained) == len(loaded) > 2  # moments, not only the step
     for a, b in zip(trained, loaded):
         np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
-    assert int(to_numpy(restored.optimizer.iterations)) == 3
+    assert int(to_numpy(resumed.optimizer.iterations)) == 3
     # The schedule too: the next learning rate is the trained run's.
     np.testing.assert_allclose(
-        to_numpy(restored.optimizer.learning_rate),
+        to_numpy(resumed.optimizer.learning_rate),
         to_numpy(lm.optimizer.learning_rate),
     )

@@ -1,0 +1,151 @@
+"""`keras-txl convert` and `TransformerXLCausalLM.from_preset` of
+HuggingFace folders and handles (offline: the download is faked), and the
+preset round trip of a model with its tokenizer."""
+
+import os
+import shutil
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from keras_txl import convert as convert_module
+from keras_txl.app.cli import main
+from keras_txl.app.run import CHECK_SENTENCE
+from keras_txl.app.run import sentence_log_probabilities
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+from keras_txl.models import TransformerXLCausalLMPreprocessor
+from keras_txl.models import TransformerXLTokenizer
+
+HF_FOLDER = os.path.join(
+    os.path.dirname(__file__), "..", "fixtures", "hf_transfo_xl"
+)
+
+
+def _lm_for(tokenizer):
+    keras.utils.set_random_seed(0)
+    backbone = TransformerXLBackbone(
+        vocabulary_size=tokenizer.vocabulary_size(),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        head_dim=4,
+        intermediate_dim=16,
+        memory_length=4,
+        cutoffs=[100, 400, 900],
+        div_val=2,
+    )
+    return TransformerXLCausalLM(
+        backbone,
+        preprocessor=TransformerXLCausalLMPreprocessor(
+            tokenizer, sequence_length=8
+        ),
+    )
+
+
+def test_preset_round_trip_is_exact_with_keras_hub(tmp_path):
+    lm = _lm_for(TransformerXLTokenizer.from_preset(HF_FOLDER))
+    expected = sentence_log_probabilities(lm, CHECK_SENTENCE)
+    lm.save_to_preset(str(tmp_path))
+    loaded = keras_hub.models.CausalLM.from_preset(str(tmp_path))
+    assert type(loaded) is TransformerXLCausalLM
+    assert type(loaded.preprocessor.tokenizer) is TransformerXLTokenizer
+    for a, b in zip(lm.weights, loaded.weights):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b)
+        )
+    got = sentence_log_probabilities(loaded, CHECK_SENTENCE)
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(Exception):
+        TransformerXLCausalLM.from_preset(str(tmp_path / "clowntown"))
+    random = TransformerXLCausalLM.from_preset(
+        str(tmp_path), load_weights=False
+    )
+    assert random.backbone.get_config() == lm.backbone.get_config()
+
+
+@pytest.fixture
+def fake_from_huggingface(monkeypatch):
+    """`keras_txl.convert.from_huggingface` stands for the weight
+    converter: a random model of the fixture's vocabulary."""
+    calls = []
+
+    def from_huggingface(path):
+        calls.append(path)
+        lm = _lm_for(TransformerXLTokenizer.from_preset(HF_FOLDER))
+        lm.preprocessor = None  # the converter returns the model alone,
+        lm.build()  # built, as the real one
+        return lm
+
+    monkeypatch.setattr(
+        convert_module, "from_huggingface", from_huggingface, raising=False
+    )
+    return calls
+
+
+def test_from_preset_of_a_huggingface_folder(fake_from_huggingface):
+    lm = TransformerXLCausalLM.from_preset(HF_FOLDER)
+    assert fake_from_huggingface == [HF_FOLDER]
+    tokenizer = lm.preprocessor.tokenizer
+    assert isinstance(tokenizer, TransformerXLTokenizer)
+    assert tokenizer.vocabulary_size() == 1203
+    lm.compile(sampler="greedy")
+    text = lm.generate("I tell you", max_length=8, stop_token_ids=None)
+    assert isinstance(text, str) and text.startswith("I tell you")
+
+
+def test_from_preset_of_a_huggingface_handle_offline(
+    fake_from_huggingface, monkeypatch
+):
+    from keras_hub.src.utils import preset_utils
+
+    downloads = []
+
+    def hf_hub_download(repo_id, filename, **kwargs):
+        downloads.append((repo_id, filename))
+        return os.path.join(HF_FOLDER, filename)
+
+    monkeypatch.setattr(
+        preset_utils.huggingface_hub, "hf_hub_download", hf_hub_download
+    )
+    lm = TransformerXLCausalLM.from_preset("hf://transfo-xl/transfo-xl-wt103")
+    assert fake_from_huggingface == ["hf://transfo-xl/transfo-xl-wt103"]
+    assert ("transfo-xl/transfo-xl-wt103", "vocab.pkl") in downloads
+    assert lm.preprocessor.tokenizer.vocabulary_size() == 1203
+
+
+def test_convert_command(tmp_path, capsys, fake_from_huggingface):
+    source = tmp_path / "hf"
+    shutil.copytree(HF_FOLDER, source)
+    out = str(tmp_path / "preset")
+    assert main(["convert", str(source), out]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "finite" in line and "max |difference|" in line
+    assert "0.00e+00" in line  # the preset loads back exactly
+    assert len(line.splitlines()) == 1
+    loaded = TransformerXLCausalLM.from_preset(out)
+    assert loaded.preprocessor.tokenizer.vocabulary_size() == 1203
+    # keras-txl generate reads the converted preset and its tokenizer.
+    argv = ["generate", out, "--prompt", "I tell you", "--max-length", "9"]
+    assert main(argv + ["--sampler", "greedy"]) == 0
+    assert capsys.readouterr().out.startswith("I tell you")
+    # An existing preset is kept unless --overwrite.
+    assert main(["convert", str(source), out]) == 1
+    assert "already holds a preset" in capsys.readouterr().err
+    assert main(["convert", str(source), out, "--overwrite"]) == 0
+
+
+def test_generate_on_strings_from_the_huggingface_fixture(tmp_path):
+    # The real converter (keras_txl.convert.from_huggingface) and tokenizer.
+    lm = TransformerXLCausalLM.from_preset(HF_FOLDER)
+    assert lm.backbone.vocabulary_size == 1203
+    lm.compile(sampler="greedy")
+    text = lm.generate("I tell you, friends", max_length=12)
+    assert isinstance(text, str) and text.startswith("I tell you")
+    # Its preset (keras-txl convert's output) generates the same text.
+    lm.save_to_preset(str(tmp_path))
+    loaded = TransformerXLCausalLM.from_preset(str(tmp_path))
+    loaded.compile(sampler="greedy")
+    assert loaded.generate("I tell you, friends", max_length=12) == text
