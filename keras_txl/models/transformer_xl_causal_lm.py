@@ -434,8 +434,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
           `keras_txl.convert.from_huggingface`, tokenizer by
           `TransformerXLTokenizer.from_huggingface` (its `vocab.pkl` read
           without `pickle.load`);
-        - a folder of the authors' TensorFlow checkpoint (`model.ckpt.*`
-          and the `config.json` of their `transformer()` arguments), by
+        - a folder of the authors' TensorFlow checkpoint (`model.ckpt.*`,
+          with the `config.json` of their `transformer()` arguments or the
+          one tf/sota `.sh` script that trained it, there or in the parent
+          folder, as in their `tf_wt103/model/` layout), by
           `keras_txl.convert.from_official_tensorflow`; it has no
           tokenizer.
 
@@ -466,9 +468,9 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 "preprocessor", TransformerXLCausalLMPreprocessor(tokenizer)
             )
         else:
+            # Its config: `config.json` or the `.sh` script beside it.
             lm = convert.from_official_tensorflow(
-                _official_checkpoint_path(preset),
-                _official_config_path(preset),
+                _official_checkpoint_path(preset)
             )
             preprocessor = kwargs.pop("preprocessor", None)
         if kwargs:
@@ -1049,26 +1051,20 @@ def _foreign_checkpoint_kind(preset):
 
 
 def _official_checkpoint_path(preset):
-    """`FOLDER/model.ckpt` (or the one checkpoint prefix there) of a folder
-    of the authors' TensorFlow checkpoint with its `config.json` of their
-    `transformer()` arguments; `None` for anything else."""
+    """The checkpoint prefix (`FOLDER/model.ckpt-N`) of a folder of the
+    authors' TensorFlow checkpoint whose config (`config.json` of their
+    `transformer()` arguments, or their one tf/sota `.sh` script) the
+    converter finds; `None` for anything else."""
     folder = os.fspath(preset) if isinstance(preset, (str, os.PathLike)) else ""
     if not folder or not os.path.isdir(folder):
         return None
-    if not os.path.isfile(_official_config_path(folder)):
-        return None
-    prefixes = sorted(
-        name[: -len(".index")]
-        for name in os.listdir(folder)
-        if name.endswith(".index")
-    )
-    if len(prefixes) != 1:
-        return None
-    return os.path.join(folder, prefixes[0])
+    from keras_txl.convert import official_tensorflow
 
-
-def _official_config_path(preset):
-    return os.path.join(os.fspath(preset), "config.json")
+    if not official_tensorflow.is_official_tensorflow_folder(folder):
+        return None
+    if official_tensorflow.find_config(os.path.abspath(folder)) is None:
+        return None
+    return official_tensorflow.find_checkpoint(folder)
 
 
 class _PerTokenLoss(keras.losses.Loss):

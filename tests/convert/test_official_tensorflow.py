@@ -17,6 +17,7 @@ from keras_txl.convert import from_official_tensorflow
 from keras_txl.convert import is_huggingface_folder
 from keras_txl.convert import is_official_tensorflow_folder
 from keras_txl.convert.official_tensorflow import parse_flags
+from keras_txl.models import TransformerXLCausalLM
 from tests.test_case import FIXTURES
 from tests.test_case import to_numpy
 
@@ -100,6 +101,10 @@ def test_flags_of_a_sota_script(tmp_path):
         True,
         True,
     ]
+    # from_preset finds the same script.
+    preset = TransformerXLCausalLM.from_preset(str(tmp_path / "model"))
+    assert preset.tie_projections == [False, True, True, True]
+    assert preset.backbone.memory_length == 12
     assert list(lm.backbone.cutoffs) == [50, 200, 500]
     assert lm.tie_projections == [False, True, True, True]
     reference = np.load(folder / "reference.npz")
