@@ -446,10 +446,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             load_weights: bool. `False` keeps random weights (keras-hub
                 presets only).
             **kwargs: passed to the task's constructor (keras-hub presets),
-                e.g. `preprocessor=None`.
+                e.g. `preprocessor=None`, or `dtype`. A preset saved under a
+                mixed policy (`"mixed_bfloat16"`) loads under it unless
+                `dtype` is given; `keras_hub.models.CausalLM.from_preset`
+                needs `dtype=` for such a preset (keras-hub 0.32 reads the
+                policy's name as a dtype and fails).
         """
         source = _foreign_checkpoint_kind(preset)
         if source is None:
+            if kwargs.get("dtype") is None:
+                kwargs["dtype"] = _saved_mixed_policy(preset)
             return super().from_preset(
                 preset, load_weights=load_weights, **kwargs
             )
@@ -1038,6 +1044,28 @@ def _is_text(x):
         return False
     name = getattr(dtype, "name", str(dtype))
     return name == "string" or getattr(dtype, "kind", None) in ("O", "U", "S")
+
+
+def _saved_mixed_policy(preset):
+    """The name of the mixed dtype policy a keras-hub preset was saved
+    under (`"mixed_bfloat16"`), else `None`.
+
+    keras-hub 0.32 loads a preset saved under a float policy in the current
+    global policy, and fails on a mixed one (it reads the policy's name as
+    a dtype); a mixed preset is loaded under the policy it was trained in.
+    """
+    from keras_hub.src.utils.preset_utils import load_json
+
+    config = load_json(preset)
+    policy = config.get("config", {}).get("dtype")
+    name = (
+        policy.get("config", {}).get("name")
+        if isinstance(policy, dict)
+        else policy
+    )
+    if isinstance(name, str) and name.startswith("mixed_"):
+        return name
+    return None
 
 
 def _foreign_checkpoint_kind(preset):
