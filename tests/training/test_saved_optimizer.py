@@ -1,6 +1,7 @@
 """A run saves its model as a keras-hub preset (weights only, as keras-hub
 presets are) that loads without a warning, and keeps the trained optimizer
-in its checkpoint, which `--resume` restores."""
+in its checkpoint, which `--resume` restores. A `.keras` file a user saves
+holds the trained optimizer and loads it without a warning."""
 
 import warnings
 
@@ -37,7 +38,7 @@ def _lm():
 
 
 @pytest.mark.torch_ok
-def test_trained_optimizer_is_kept_by_the_checkpoint_not_the_preset(
+def test_trained_optimizer_is_kept_by_checkpoint_and_keras_file(
     tmp_path,
 ):
     keras.utils.set_random_seed(0)
@@ -61,14 +62,19 @@ def test_trained_optimizer_is_kept_by_the_checkpoint_not_the_preset(
 
     resumed = _lm()
     TrainingCheckpoint.restore(resumed, tmp_path / "checkpoint", batch_size=2)
-    trained = lm.optimizer.variables
-    loaded = resumed.optimizer.variables
-    assert len(trained) == len(loaded) > 2  # moments, not only the step
-    for a, b in zip(trained, loaded):
-        np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
-    assert int(to_numpy(resumed.optimizer.iterations)) == 3
-    # The schedule too: the next learning rate is the trained run's.
-    np.testing.assert_allclose(
-        to_numpy(resumed.optimizer.learning_rate),
-        to_numpy(lm.optimizer.learning_rate),
-    )
+    lm.save(tmp_path / "user.keras")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reloaded = keras.saving.load_model(tmp_path / "user.keras")
+    for restored in (resumed, reloaded):
+        trained = lm.optimizer.variables
+        loaded = restored.optimizer.variables
+        assert len(trained) == len(loaded) > 2  # moments, not only the step
+        for a, b in zip(trained, loaded):
+            np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+        assert int(to_numpy(restored.optimizer.iterations)) == 3
+        # The schedule too: the next learning rate is the trained run's.
+        np.testing.assert_allclose(
+            to_numpy(restored.optimizer.learning_rate),
+            to_numpy(lm.optimizer.learning_rate),
+        )
