@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import StepHistory
 from keras_txl.training import TrainingCheckpoint
+from tests.models.test_transformer_xl_causal_lm import _lm as _plain_lm
 from tests.test_case import dtype_name
 from tests.test_case import to_numpy
 
@@ -20,21 +20,8 @@ T = 4
 
 
 def _lm(dtype="mixed_bfloat16", **overrides):
-    keras.utils.set_random_seed(0)
-    kwargs = dict(
-        vocabulary_size=20,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=8,
-        head_dim=4,
-        intermediate_dim=16,
-        memory_length=4,
-        initializer_range=0.3,
-        dtype=dtype,
-    )
-    lm = TransformerXLCausalLM(TransformerXLBackbone(**{**kwargs, **overrides}))
-    lm.build()
-    return lm
+    """The plain tests' tiny LM (2 layers, width 8, M=4) under `dtype`."""
+    return _plain_lm(dtype=dtype, **overrides)
 
 
 def _tokens(segments=3, batch=2):
