@@ -13,8 +13,9 @@ Signatures (TF Serving names):
       dynamic (any number of streams per call, as TF Serving batches
       requests) unless one is fixed at export; the memory shapes are
       static.
-    - `memory`: float32 `(batch_size, num_layers, memory_length,
-      hidden_dim)`; entry `l` holds the inputs of layer `l` for the last
+    - `memory`: `(batch_size, num_layers, memory_length, hidden_dim)`, of
+      the backbone's memory dtype (`backbone.memory_spec.dtype`: float32,
+      bfloat16 for a model saved under `"mixed_bfloat16"`); entry `l` holds the inputs of layer `l` for the last
       `memory_length` positions.
     - `valid_length`: int32 `(batch_size,)`, in `[0, memory_length]`: how
       many of the memory slots (the last ones) hold states.
@@ -22,8 +23,8 @@ Signatures (TF Serving names):
       vocabulary_size)` and the `memory` and `valid_length` to pass to the
       next call.
 - With a compressive backbone (`compressed_memory_length > 0`) the memory
-  also holds `compressed_memory` (float32 `(batch_size, num_layers,
-  compressed_memory_length, hidden_dim)`) and `compressed_valid_length`
+  also holds `compressed_memory` (`(batch_size, num_layers,
+  compressed_memory_length, hidden_dim)`, of the same dtype) and `compressed_valid_length`
   (int32 `(batch_size,)`): inputs and outputs of `serving_default` and
   outputs of `initial_memory`, threaded like the memory.
 - `initial_memory(batch_size)` -> `{"memory", "valid_length"}`: the empty

@@ -113,8 +113,9 @@ class CompressiveMemory(keras.layers.Layer):
             attention-reconstruction loss added with `add_loss` (`"conv"`
             only).
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
-            The default `dtype` is `"float32"`: the memory stays in full
-            precision under a mixed-precision policy.
+            Like any layer, it computes in its dtype policy's compute
+            dtype (bfloat16 under `"mixed_bfloat16"`); pass
+            `dtype="float32"` to keep a mixed model's memory in float32.
 
     Call arguments:
         memory: float tensor `(batch, layers, M, dim)`: the memory BEFORE
@@ -155,7 +156,6 @@ class CompressiveMemory(keras.layers.Layer):
         reconstruction_loss_weight=1.0,
         **kwargs,
     ):
-        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.compression_rate = check_positive_int(
             "compression_rate", compression_rate

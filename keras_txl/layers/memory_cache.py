@@ -27,8 +27,9 @@ class MemoryCache(keras.layers.Layer):
             length lets a model trained with one memory length be evaluated
             with another.
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
-            The default `dtype` is `"float32"`: the memory is kept in full
-            precision under a mixed-precision policy.
+            Like any layer, it computes in its dtype policy's compute
+            dtype (bfloat16 under `"mixed_bfloat16"`); pass
+            `dtype="float32"` to keep a mixed model's memory in float32.
 
     Call arguments:
         memory: tensor of shape `(batch, ..., M_in, dim)`.
@@ -55,7 +56,6 @@ class MemoryCache(keras.layers.Layer):
     """
 
     def __init__(self, memory_length=None, **kwargs):
-        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.memory_length = check_optional_positive_int(
             "memory_length", memory_length, allow_zero=True

@@ -49,8 +49,9 @@ class MemorySpec:
         compressed_memory_length: int >= 0. Default compressed slots `Mc`;
             0 means no compressed memory (the paper's model).
         dtype: dtype of the states (the lengths are always int32).
-            `"float32"` (default) keeps the memory exact under any dtype
-            policy.
+            Defaults to `"float32"`. A backbone's spec has the backbone's
+            `memory_dtype`: its compute dtype unless set (`"bfloat16"`
+            under `"mixed_bfloat16"`).
 
     Example:
 
@@ -212,14 +213,18 @@ class MemorySpec:
         return [(key, shapes[key], self.dtype_of(key)) for key in self.keys]
 
     def flatten(self, memory):
-        """`{key: numpy array}` of a memory, to save (e.g. `np.savez`)."""
+        """`{key: numpy array}` of a memory, to save (e.g. `np.savez`).
+
+        The states are float32 arrays whatever `dtype` is: exact for
+        bfloat16 and float16 states, and readable by any numpy."""
         return {
-            key: np.asarray(ops.convert_to_numpy(memory[key]))
+            key: _saved_array(memory[key], self.dtype_of(key))
             for key in self.keys
         }
 
     def unflatten(self, arrays):
-        """The memory dict saved by `flatten`.
+        """The memory dict saved by `flatten` (numpy arrays, the states as
+        float32: cast them with `cast`, or write them into a `MemoryState`).
 
         `arrays` may lack the compressed memory (a checkpoint written
         before it was saved): the memory then has none, which every
@@ -235,7 +240,18 @@ class MemorySpec:
                 f"lacks {missing}. Received the arrays {sorted(arrays)}."
             )
         return {
-            key: np.asarray(arrays[key]).astype(self.dtype_of(key))
+            key: np.asarray(arrays[key]).astype(_saved_dtype(self.dtype_of(key)))
             for key in self.keys
             if key in arrays
         }
+
+
+def _saved_dtype(dtype):
+    """The numpy dtype a tensor of `dtype` is saved as: int32 lengths, and
+    float32 states (numpy has no bfloat16 of its own)."""
+    return "int32" if dtype == "int32" else "float32"
+
+
+def _saved_array(value, dtype):
+    value = ops.convert_to_numpy(ops.cast(value, _saved_dtype(dtype)))
+    return np.asarray(value)

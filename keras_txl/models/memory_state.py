@@ -45,6 +45,8 @@ class MemoryState(keras.layers.Layer):
             memory (`keras_txl.layers.CompressiveMemory`) kept alongside;
             0 (default) keeps none.
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
+            Its `dtype` is the dtype of the states (default `"float32"`);
+            a `TransformerXLCausalLM` passes its backbone's memory dtype.
 
     Example:
 
@@ -81,6 +83,7 @@ class MemoryState(keras.layers.Layer):
             self.hidden_dim,
             self.memory_length,
             self.compressed_memory_length,
+            dtype=self.compute_dtype,
         )
         self.batch_size = None
 

@@ -24,6 +24,7 @@ from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.quantization import check_quantize
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
+from keras_txl.utils.validation import check_memory_dtype
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
@@ -47,8 +48,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
 
     Inputs, a dict:
         - `"token_ids"`: int tensor `(batch, T)`.
-        - `"memory"`: float32 tensor `(batch, num_layers, M, hidden_dim)`.
-          Entry `l` is the INPUT of layer `l` for the last `M` positions
+        - `"memory"`: float tensor `(batch, num_layers, M, hidden_dim)` of
+          `memory_dtype` (the compute dtype: float32, or bfloat16 under
+          `"mixed_bfloat16"`; other floats are cast). Entry `l` is the INPUT of layer `l` for the last `M` positions
           (entry 0 is the embedding output).
         - `"valid_length"`: int32 tensor `(batch,)`: how many of the `M`
           slots hold states, the last ones, the most recent last. 0 means
@@ -71,7 +73,8 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     of `Mc` slots (see `keras_txl.layers.CompressiveMemory` and
     docs/compressive.md), and every layer attends to `[compressed memory;
     memory; segment]`. The inputs and outputs then also hold
-    `"compressed_memory"` (float32 `(batch, num_layers, Mc, hidden_dim)`)
+    `"compressed_memory"` (`(batch, num_layers, Mc, hidden_dim)`, of
+    `memory_dtype`)
     and `"compressed_valid_length"` (int32 `(batch,)`), and the outputs
     `"reconstruction_loss"` (float32 scalar, the attention-reconstruction
     loss of the segment). For `compression="conv"` that loss, times
@@ -115,8 +118,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         embedding_dim: int or `None`. Width of the token embedding
             (`d_embed`), projected to `hidden_dim`; `None` means
             `hidden_dim`.
-        dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`). The
-            memory stays float32.
+        dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`).
         position_encoding: ABLATION ONLY (`keras_txl.ablation`; Dai et
             al., 2019, Table 6). `"relative"` (default): the paper's model.
             `"absolute"`: sinusoidal encodings of the positions `0 ... T-1`
@@ -142,6 +144,14 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             (`DifferentiableMemoryCache`), so that segments chained in one
             graph backpropagate through each other (see
             `keras_txl.ablation.UnrolledSegmentsLM`).
+        memory_dtype: `None` (default) or a float dtype. The dtype of the
+            memory (inputs, outputs, the state carried by `fit`,
+            checkpoints, SavedModel signatures). `None`: the compute dtype
+            of `dtype`, so under `"mixed_bfloat16"` the cache takes half
+            the bytes; that loses nothing, since the states stored are
+            layer outputs already computed in that dtype. `"float32"`
+            keeps the layer inputs of a mixed model's memory in float32
+            (attention masks and softmax are float32 either way).
         **kwargs: other keyword arguments passed to `keras.Model`.
 
     Example:
@@ -187,6 +197,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         compression_rate=1,
         compression="mean",
         reconstruction_loss_weight=1.0,
+        memory_dtype=None,
         **kwargs,
     ):
         vocabulary_size = check_positive_int("vocabulary_size", vocabulary_size)
@@ -241,6 +252,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "layer_norm_epsilon", layer_norm_epsilon
         )
         check_float_policy("dtype", dtype)
+        # The memory's dtype: `memory_dtype`, else the compute dtype (the
+        # caches then take the model's policy, as every sublayer does).
+        states_dtype = check_memory_dtype(memory_dtype, dtype)
+        cache_dtype = dtype if memory_dtype is None else states_dtype
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
@@ -299,15 +314,20 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             dropout, dtype=dtype, name="output_dropout"
         )
         if stop_memory_gradient:
-            self.memory_cache = MemoryCache(name="memory_cache")
+            self.memory_cache = MemoryCache(
+                dtype=cache_dtype, name="memory_cache"
+            )
         else:
-            self.memory_cache = DifferentiableMemoryCache(name="memory_cache")
+            self.memory_cache = DifferentiableMemoryCache(
+                dtype=cache_dtype, name="memory_cache"
+            )
         compressive = compressed_memory_length > 0
         if compressive:
             self.compressive_memory = CompressiveMemory(
                 compression_rate=compression_rate,
                 compression=compression,
                 reconstruction_loss_weight=reconstruction_loss_weight,
+                dtype=cache_dtype,
                 name="compressive_memory",
             )
             self.compressive_memory.use_attention_of(self.transformer_layers)
@@ -315,7 +335,11 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         memory_spec = MemorySpec(
-            num_layers, hidden_dim, memory_length, compressed_memory_length
+            num_layers,
+            hidden_dim,
+            memory_length,
+            compressed_memory_length,
+            dtype=states_dtype,
         )
         inputs = {"token_ids": token_ids, **memory_spec.inputs()}
         memory = inputs["memory"]  # (batch, L, M, hidden)
@@ -415,6 +439,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.compression_rate = compression_rate
         self.compression = compression
         self.reconstruction_loss_weight = reconstruction_loss_weight
+        self.memory_dtype = memory_dtype
 
     @property
     def memory_spec(self):
@@ -425,6 +450,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             self.hidden_dim,
             self.memory_length,
             self.compressed_memory_length,
+            dtype=self.memory_cache.compute_dtype,
         )
 
     @property
@@ -462,8 +488,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             start: `"empty"` or `"zeros"` (see above).
 
         Returns:
-            A dict `{"memory": (batch, num_layers, M, hidden_dim) float32,
-            "valid_length": (batch,) int32}`, plus `"compressed_memory"`
+            A dict `{"memory": (batch, num_layers, M, hidden_dim),
+            "valid_length": (batch,) int32}` (states of
+            `memory_spec.dtype`), plus `"compressed_memory"`
             `(batch, num_layers, Mc, hidden_dim)` and
             `"compressed_valid_length"` `(batch,)` when the compressive
             memory is on.
@@ -500,8 +527,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         dtype = dtype_name(memory["memory"])
         if "float" not in dtype:
             raise TypeError(
-                "`memory['memory']` must be a float tensor (float32; other "
-                f"floats are cast). Received dtype {dtype}. Build it with "
+                "`memory['memory']` must be a float tensor (of the "
+                "backbone's `memory_dtype`; other floats are cast). Received "
+                f"dtype {dtype}. Build it with "
                 "`backbone.initial_memory(batch_size)`."
             )
         valid_shape = tuple(memory["valid_length"].shape)
@@ -647,6 +675,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "compression_rate": self.compression_rate,
                 "compression": self.compression,
                 "reconstruction_loss_weight": self.reconstruction_loss_weight,
+                "memory_dtype": self.memory_dtype,
             }
         )
         return config

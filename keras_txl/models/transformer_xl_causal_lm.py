@@ -191,6 +191,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             memory_length=self.carried_memory_length,
             hidden_dim=backbone.hidden_dim,
             compressed_memory_length=backbone.compressed_memory_length,
+            dtype=backbone.memory_spec.dtype,
             name="memory_state",
         )
         self.dtype_policy = backbone.dtype_policy
@@ -388,7 +389,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         memory = {
             "memory": ops.zeros(
                 (batch_size, backbone.num_layers, 0, backbone.hidden_dim),
-                dtype="float32",
+                dtype=backbone.memory_spec.dtype,
             ),  # (batch, layers, 0, hidden)
             "valid_length": ops.zeros((batch_size,), dtype="int32"),
         }

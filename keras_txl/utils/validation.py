@@ -75,6 +75,26 @@ def check_float_policy(name, dtype):
     return dtype
 
 
+def check_memory_dtype(memory_dtype, dtype=None):
+    """Checks `memory_dtype` (`None` or a float dtype) and returns the
+    dtype the memory is kept in: `memory_dtype`, else the compute dtype of
+    the policy `dtype` (`None`: the global policy)."""
+    if memory_dtype is None:
+        return keras.dtype_policies.get(dtype).compute_dtype
+    try:
+        standard = keras.backend.standardize_dtype(memory_dtype)
+    except ValueError:
+        standard = None
+    if standard not in ("float16", "bfloat16", "float32", "float64"):
+        raise ValueError(
+            "`memory_dtype` must be None (the compute dtype of the "
+            "model's dtype policy) or a float dtype: 'float32', "
+            f"'bfloat16' or 'float16'. Received: memory_dtype="
+            f"{memory_dtype!r}"
+        )
+    return standard
+
+
 def check_bool(name, value):
     """Checks a boolean flag (numpy booleans pass)."""
     if not isinstance(value, (bool, np.bool_)):

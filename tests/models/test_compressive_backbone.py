@@ -240,13 +240,14 @@ def test_save_and_load_give_the_same_logits(tmp_path):
     )
 
 
-def test_mixed_bfloat16_keeps_the_memories_float32():
+def test_mixed_bfloat16_keeps_the_memories_in_bfloat16():
     keras.config.set_dtype_policy("mixed_bfloat16")
     lm = _lm()
     memory = _warm_memory(lm, num_segments=1)  # full; the next evicts
     inputs = {"token_ids": ops.zeros((2, T), "int32"), **memory}
     out = lm.backbone(inputs)
-    assert dtype_name(out["compressed_memory"]) == "float32"
+    assert dtype_name(out["memory"]) == "bfloat16"
+    assert dtype_name(out["compressed_memory"]) == "bfloat16"
     assert to_numpy(out["compressed_valid_length"]).tolist() == [2, 2]
     assert dtype_name(out["reconstruction_loss"]) == "float32"
     assert 0 < float(to_numpy(out["reconstruction_loss"])) < np.inf

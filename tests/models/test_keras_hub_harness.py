@@ -65,10 +65,6 @@ class KerasHubHarnessTest(TestCase):
                 dict(data, token_ids=data["token_ids"][:, :length])
                 for length in (1, 2, 4)
             ],
-            # The memory output stays float32 under mixed precision (the
-            # carried state's dtype, see the item 2): the
-            # precision check of keras-hub would fail on it.
-            run_mixed_precision_check=False,
         )
 
     @pytest.mark.slow

@@ -178,7 +178,7 @@ def test_mixed_bfloat16_logits_are_float32_and_finite():
     lm = _lm()
     logits, memory = lm.call_with_memory(np.zeros((2, 3), "int32"))
     assert dtype_name(logits) == "float32"
-    assert dtype_name(memory["memory"]) == "float32"
+    assert dtype_name(memory["memory"]) == "bfloat16"  # the compute dtype
     assert np.all(np.isfinite(to_numpy(logits)))
 
 
