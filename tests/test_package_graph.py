@@ -155,6 +155,4 @@ def test_arrows_point_one_way_and_nothing_private_crosses():
                 if name.startswith("_")
             ]
     assert not wrong, "arrows against the package map:\n" + "\n".join(wrong)
-    assert not private, "private names across packages:\n" + "\n".join(
-        private
-    )
+    assert not private, "private names across packages:\n" + "\n".join(private)

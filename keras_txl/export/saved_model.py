@@ -15,8 +15,9 @@ Signatures (TF Serving names):
       static.
     - `memory`: `(batch_size, num_layers, memory_length, hidden_dim)`, of
       the backbone's memory dtype (`backbone.memory_spec.dtype`: float32,
-      bfloat16 for a model saved under `"mixed_bfloat16"`); entry `l` holds the inputs of layer `l` for the last
-      `memory_length` positions.
+      bfloat16 for a model saved under `"mixed_bfloat16"`); entry `l`
+      holds the inputs of layer `l` for the last `memory_length`
+      positions.
     - `valid_length`: int32 `(batch_size,)`, in `[0, memory_length]`: how
       many of the memory slots (the last ones) hold states.
     - returns float32 `logits` `(batch_size, segment_length,
@@ -24,9 +25,10 @@ Signatures (TF Serving names):
       next call.
 - With a compressive backbone (`compressed_memory_length > 0`) the memory
   also holds `compressed_memory` (`(batch_size, num_layers,
-  compressed_memory_length, hidden_dim)`, of the same dtype) and `compressed_valid_length`
-  (int32 `(batch_size,)`): inputs and outputs of `serving_default` and
-  outputs of `initial_memory`, threaded like the memory.
+  compressed_memory_length, hidden_dim)`, of the same dtype) and
+  `compressed_valid_length` (int32 `(batch_size,)`): inputs and outputs
+  of `serving_default` and outputs of `initial_memory`, threaded like the
+  memory.
 - `initial_memory(batch_size)` -> `{"memory", "valid_length"}`: the empty
   memory (all zeros) of `batch_size` streams (an int32 scalar), to start a
   stream or to reset one. With a batch size fixed at export it takes no

@@ -240,7 +240,7 @@ class MemorySpec:
                 f"lacks {missing}. Received the arrays {sorted(arrays)}."
             )
         return {
-            key: np.asarray(arrays[key]).astype(_saved_dtype(self.dtype_of(key)))
+            key: np.asarray(arrays[key], _saved_dtype(self.dtype_of(key)))
             for key in self.keys
             if key in arrays
         }

@@ -50,8 +50,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         - `"token_ids"`: int tensor `(batch, T)`.
         - `"memory"`: float tensor `(batch, num_layers, M, hidden_dim)` of
           `memory_dtype` (the compute dtype: float32, or bfloat16 under
-          `"mixed_bfloat16"`; other floats are cast). Entry `l` is the INPUT of layer `l` for the last `M` positions
-          (entry 0 is the embedding output).
+          `"mixed_bfloat16"`; other floats are cast). Entry `l` is the
+          INPUT of layer `l` for the last `M` positions (entry 0 is the
+          embedding output).
         - `"valid_length"`: int32 tensor `(batch,)`: how many of the `M`
           slots hold states, the last ones, the most recent last. 0 means
           an empty memory: the segment then computes exactly what a model
@@ -694,4 +695,3 @@ def check_memory_start(start):
             f"start={start!r}"
         )
     return start
-

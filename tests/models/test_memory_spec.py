@@ -97,8 +97,6 @@ def test_checkpoint_saves_and_restores_the_compressed_memory(tmp_path):
 
     other = make()
     TrainingCheckpoint.restore(other, tmp_path / "ckpt", batch_size=2)
-    restored = other.memory_state.memory_spec.flatten(
-        other.memory_state.read()
-    )
+    restored = other.memory_state.memory_spec.flatten(other.memory_state.read())
     for key, value in saved.items():
         np.testing.assert_array_equal(restored[key], value, err_msg=key)
