@@ -466,7 +466,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 f"{preset!r} is a {source} checkpoint, converted with its "
                 "weights."
             )
-        from keras_txl import convert
+        import keras_txl.convert as convert
 
         if source == "HuggingFace":
             lm = convert.from_huggingface(preset)
