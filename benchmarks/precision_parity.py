@@ -5,8 +5,10 @@ Trains the reference model on tinyshakespeare (bytes, the first 90% for
 training, the last 10% for validation) with `model.fit` on ordered
 segments, memory carried, once per dtype policy from the same seed, then
 evaluates the validation bpc with `model.evaluate` (memory carried over the
-whole validation text). Prints one JSON line per policy and one with the
-relative difference.
+whole validation text). Under a mixed policy the trained weights are also
+evaluated with the memory kept in float32 (`memory_dtype="float32"`)
+beside the default, the compute dtype: bpc and cache bytes of each. Prints
+one JSON line per policy and one with the relative difference.
 
     KERAS_BACKEND=tensorflow PYTHONPATH=. python -m benchmarks.precision_parity
 """
@@ -55,15 +57,49 @@ def train_and_validate(preset, dtype, steps, learning_rate, dropout, jit):
     )
     train_seconds = time.perf_counter() - start
     lm.reset_memory()
-    loss = lm.evaluate(common.to_dataset(val_x, val_y), verbose=0)
-    loss = loss[0] if isinstance(loss, (list, tuple)) else loss
+    loss = _validation_loss(lm, val_x, val_y)
+    memory = {}
+    if backbone.dtype_policy.name.startswith("mixed_"):
+        # The same weights, the memory kept in float32.
+        float32_memory = TransformerXLCausalLM(
+            type(backbone).from_config(
+                {**backbone.get_config(), "memory_dtype": "float32"}
+            )
+        )
+        float32_memory.compile(jit_compile=jit)
+        float32_memory.build()
+        float32_memory.set_weights(lm.get_weights())
+        memory = {
+            "memory_dtype": backbone.memory_spec.dtype,
+            "cache_bytes_per_stream": _cache_bytes(lm, preset),
+            "float32_memory_val_bpc": _validation_loss(
+                float32_memory, val_x, val_y
+            )
+            / math.log(2.0),
+            "float32_memory_cache_bytes_per_stream": _cache_bytes(
+                float32_memory, preset
+            ),
+        }
     return {
+        **memory,
         "val_bpc": loss / math.log(2.0),
         "final_train_bpc": history.history["loss"][-1] / math.log(2.0),
         "train_seconds": train_seconds,
         "train_tokens_per_s": steps * batch * length / train_seconds,
         "val_tokens": int(val_x.size),
     }
+
+
+def _validation_loss(lm, val_x, val_y):
+    loss = lm.evaluate(common.to_dataset(val_x, val_y), verbose=0)
+    return loss[0] if isinstance(loss, (list, tuple)) else loss
+
+
+def _cache_bytes(lm, preset):
+    """Bytes of one stream's memory (all layers) in the model's memory
+    dtype."""
+    memory = lm.backbone.initial_memory(1, preset["memory_length"])
+    return int(keras.ops.convert_to_numpy(memory["memory"]).nbytes)
 
 
 def main(argv=None):

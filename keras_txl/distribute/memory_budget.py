@@ -25,6 +25,7 @@ _CONFIG_KEYS = (
 
 # Bytes of one number of the compute dtype, and of the variables, for the
 # dtype policies that Keras knows.
+_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 _POLICIES = {
     "float32": (4, 4),
     "float16": (2, 2),
@@ -52,10 +53,12 @@ def _backbone_config(config):
             "`backbone.get_config()` or a dict with the keys "
             f"{list(_CONFIG_KEYS)}."
         )
-    return {
+    checked = {
         key: check_positive_int(key, config[key], allow_zero=True)
         for key in _CONFIG_KEYS
     }
+    checked["memory_dtype"] = config.get("memory_dtype")
+    return checked
 
 
 def parameter_count(config, tie_weights=True):
@@ -141,7 +144,8 @@ def memory_budget(
     Returns:
         A dict of bytes per replica: `"parameters"`, `"gradients"`,
         `"optimizer"`, `"memory_cache"` (the carried memory and the one the
-        step writes, float32), `"activations"` (kept for the backward
+        step writes, in the compute dtype unless the backbone's
+        `memory_dtype` is set), `"activations"` (kept for the backward
         pass), `"attention"` (the `(T, T + M)` maps of every head and
         layer), `"logits"` (float32, with the softmax and its gradient) and
         `"total"`; and `"per_replica_batch"`, `"parameter_count"`.
@@ -183,6 +187,9 @@ def memory_budget(
             f"Received: optimizer={optimizer!r}"
         )
     act, var = _POLICIES[dtype]
+    # The memory is kept in the compute dtype unless `memory_dtype` is set.
+    memory_dtype = c["memory_dtype"]
+    cache = act if memory_dtype is None else _BYTES[memory_dtype]
     b = batch_size // replicas
     layers, d = c["num_layers"], c["hidden_dim"]
     heads, nh = c["num_heads"], c["num_heads"] * c["head_dim"]
@@ -211,7 +218,7 @@ def memory_budget(
         "parameters": count * var,
         "gradients": count * var,
         "optimizer": count * var * _OPTIMIZER_SLOTS[optimizer],
-        "memory_cache": 2 * b * layers * m * d * 4,
+        "memory_cache": 2 * b * layers * m * d * cache,
         "activations": activations,
         "attention": attention,
         # Logits, their log-softmax and its gradient, float32.

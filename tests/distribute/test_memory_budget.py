@@ -99,7 +99,12 @@ def test_mixed_precision_halves_the_activations_not_the_weights(
     mixed = memory_budget(tiny_config, 4, 8, dtype="mixed_bfloat16")
     assert mixed["activations"] * 2 == full["activations"]
     assert mixed["parameters"] == full["parameters"]
-    assert mixed["memory_cache"] == full["memory_cache"]  # float32 always
+    # The memory is kept in the compute dtype, unless memory_dtype is set.
+    assert mixed["memory_cache"] * 2 == full["memory_cache"]
+    kept = memory_budget(
+        {**tiny_config, "memory_dtype": "float32"}, 4, 8, dtype="mixed_bfloat16"
+    )
+    assert kept["memory_cache"] == full["memory_cache"]
 
 
 def test_budget_arguments_are_checked(tiny_config):
