@@ -2,6 +2,7 @@
 HuggingFace folders and handles (offline: the download is faked), and the
 preset round trip of a model with its tokenizer."""
 
+import json
 import os
 import shutil
 
@@ -131,6 +132,19 @@ def test_convert_command(tmp_path, capsys, fake_from_huggingface):
     argv = ["generate", out, "--prompt", "I tell you", "--max-length", "9"]
     assert main(argv + ["--sampler", "greedy"]) == 0
     assert capsys.readouterr().out.startswith("I tell you")
+    # keras-txl evaluate scores a text with it under the paper's protocol
+    # (docs/pretrained.md), its tokenizer reading the words.
+    corpus = tmp_path / "test.tokens"
+    corpus.write_text("I tell you , friends , it is so .\n" * 8)
+    metrics = tmp_path / "metrics.json"
+    argv = ["evaluate", out, "--corpus", str(corpus), "--batch-size", "2"]
+    argv += ["--segment-length", "4", "--memory-length", "8"]
+    argv += ["--clamp-length", "6", "--same-length", "tensorflow"]
+    argv += ["--memory-start", "zeros", "--metrics-json", str(metrics)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    scored = json.loads(metrics.read_text())
+    assert np.isfinite(scored["perplexity"]) and scored["perplexity"] > 1
     # An existing preset is kept unless --overwrite.
     assert main(["convert", str(source), out]) == 1
     assert "already holds a preset" in capsys.readouterr().err
