@@ -20,8 +20,12 @@ from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.recl import relative_gain
 from keras_txl.ablation.recl import relative_gains
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
+from keras_txl.layers.ablation import DifferentiableMemoryCache
+from keras_txl.layers.ablation import LearnedRelativeMultiHeadAttention
 
 __all__ = [
+    "DifferentiableMemoryCache",
+    "LearnedRelativeMultiHeadAttention",
     "UnrolledSegmentsLM",
     "bits_per_token",
     "context_losses",

@@ -1,14 +1,11 @@
-"""Layers of Transformer-XL, each usable in any Keras model."""
+"""Layers of Transformer-XL, each usable in any Keras model.
+
+The paper's building blocks; the layers of the ablations only are in
+`keras_txl.layers.ablation` (public through `keras_txl.ablation`)."""
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.compressive_memory import CompressiveMemory
-from keras_txl.layers.differentiable_memory_cache import (
-    DifferentiableMemoryCache,
-)
-from keras_txl.layers.learned_relative_multi_head_attention import (
-    LearnedRelativeMultiHeadAttention,
-)
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
@@ -23,8 +20,6 @@ __all__ = [
     "CompressiveMemory",
     "AdaptiveEmbedding",
     "AdaptiveSoftmax",
-    "DifferentiableMemoryCache",
-    "LearnedRelativeMultiHeadAttention",
     "MemoryCache",
     "RelativeMultiHeadAttention",
     "RelativePositionEmbedding",

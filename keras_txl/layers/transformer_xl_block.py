@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_txl.layers.learned_relative_multi_head_attention import (
+from keras_txl.layers.ablation.learned_relative_multi_head_attention import (  # noqa: E501
     LearnedRelativeMultiHeadAttention,
 )
 from keras_txl.layers.relative_multi_head_attention import (

@@ -5,14 +5,14 @@ import keras_hub
 import numpy as np
 from keras import ops
 
+from keras_txl.layers.ablation.differentiable_memory_cache import (
+    DifferentiableMemoryCache,
+)
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.compressive_memory import CompressiveMemory
 from keras_txl.layers.compressive_memory import check_compression
 from keras_txl.layers.compressive_memory import check_loss_weight
-from keras_txl.layers.differentiable_memory_cache import (
-    DifferentiableMemoryCache,
-)
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.relative_multi_head_attention import check_same_length
 from keras_txl.layers.relative_position_embedding import (

@@ -1,0 +1,15 @@
+"""Layers of the ablations only (Dai et al., 2019, Table 6), not of the
+paper's model: what `TransformerXLBackbone(position_encoding=
+"learned_relative")` and `TransformerXLBackbone(stop_memory_gradient=False)`
+build. Public through `keras_txl.ablation`; `keras_txl.layers` holds the
+paper's building blocks.
+"""
+
+from keras_txl.layers.ablation.differentiable_memory_cache import (
+    DifferentiableMemoryCache,
+)
+from keras_txl.layers.ablation.learned_relative_multi_head_attention import (
+    LearnedRelativeMultiHeadAttention,
+)
+
+__all__ = ["DifferentiableMemoryCache", "LearnedRelativeMultiHeadAttention"]
