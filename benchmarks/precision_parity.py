@@ -68,7 +68,10 @@ def train_and_validate(preset, dtype, steps, learning_rate, dropout, jit):
         )
         float32_memory.compile(jit_compile=jit)
         float32_memory.build()
-        float32_memory.set_weights(lm.get_weights())
+        for mine, trained in zip(
+            float32_memory.trainable_variables, lm.trainable_variables
+        ):
+            mine.assign(trained)
         memory = {
             "memory_dtype": backbone.memory_spec.dtype,
             "cache_bytes_per_stream": _cache_bytes(lm, preset),
