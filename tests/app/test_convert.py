@@ -149,17 +149,3 @@ def test_convert_command(tmp_path, capsys, fake_from_huggingface):
     assert main(["convert", str(source), out]) == 1
     assert "already holds a preset" in capsys.readouterr().err
     assert main(["convert", str(source), out, "--overwrite"]) == 0
-
-
-def test_generate_on_strings_from_the_huggingface_fixture(tmp_path):
-    # The real converter (keras_txl.convert.from_huggingface) and tokenizer.
-    lm = TransformerXLCausalLM.from_preset(HF_FOLDER)
-    assert lm.backbone.vocabulary_size == 1203
-    lm.compile(sampler="greedy")
-    text = lm.generate("I tell you, friends", max_length=12)
-    assert isinstance(text, str) and text.startswith("I tell you")
-    # Its preset (keras-txl convert's output) generates the same text.
-    lm.save_to_preset(str(tmp_path))
-    loaded = TransformerXLCausalLM.from_preset(str(tmp_path))
-    loaded.compile(sampler="greedy")
-    assert loaded.generate("I tell you, friends", max_length=12) == text
