@@ -8,8 +8,13 @@ from keras_txl.models.memory_carry import guard_batch_size
 from keras_txl.models.memory_carry import prepare_memory_carry
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
+from keras_txl.training.evaluation import evaluate_segments
+from keras_txl.training.evaluation import perplexity
+from keras_txl.training.nan_guard import NanGuard
+from keras_txl.training.periodic_validation import PeriodicValidation
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.schedules import warmup_cosine_schedule
+from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from keras_txl.training.training_diverged import TrainingDiverged
@@ -18,11 +23,16 @@ __all__ = [
     "BatchCrossEntropy",
     "BitsPerCharacter",
     "MemoryReset",
+    "NanGuard",
+    "PeriodicValidation",
+    "StepCSVLogger",
     "StepHistory",
     "TrainingCheckpoint",
     "TrainingDiverged",
     "evaluate_bpc",
+    "evaluate_segments",
     "guard_batch_size",
+    "perplexity",
     "prepare_memory_carry",
     "transformer_xl_optimizer",
     "warmup_cosine_schedule",
