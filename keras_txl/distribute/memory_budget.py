@@ -10,6 +10,7 @@ the optimizer state are copied on each (data parallelism).
 
 import math
 
+from keras_txl.utils.validation import check_memory_dtype
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 
@@ -189,7 +190,11 @@ def memory_budget(
     act, var = _POLICIES[dtype]
     # The memory is kept in the compute dtype unless `memory_dtype` is set.
     memory_dtype = c["memory_dtype"]
-    cache = act if memory_dtype is None else _BYTES[memory_dtype]
+    cache = (
+        act
+        if memory_dtype is None
+        else _BYTES[check_memory_dtype(memory_dtype)]
+    )
     b = batch_size // replicas
     layers, d = c["num_layers"], c["hidden_dim"]
     heads, nh = c["num_heads"], c["num_heads"] * c["head_dim"]

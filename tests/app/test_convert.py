@@ -15,10 +15,9 @@ from keras_txl import convert as convert_module
 from keras_txl.app.cli import main
 from keras_txl.app.run import CHECK_SENTENCE
 from keras_txl.app.run import sentence_log_probabilities
-from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
-from keras_txl.models import TransformerXLCausalLMPreprocessor
 from keras_txl.models import TransformerXLTokenizer
+from tests.models.test_transformer_xl_causal_lm_preprocessor import _lm
 
 HF_FOLDER = os.path.join(
     os.path.dirname(__file__), "..", "fixtures", "hf_transfo_xl"
@@ -26,24 +25,10 @@ HF_FOLDER = os.path.join(
 
 
 def _lm_for(tokenizer):
+    """The preprocessor tests' tiny LM, adaptive for the fixture's 1,203
+    words."""
     keras.utils.set_random_seed(0)
-    backbone = TransformerXLBackbone(
-        vocabulary_size=tokenizer.vocabulary_size(),
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=8,
-        head_dim=4,
-        intermediate_dim=16,
-        memory_length=4,
-        cutoffs=[100, 400, 900],
-        div_val=2,
-    )
-    return TransformerXLCausalLM(
-        backbone,
-        preprocessor=TransformerXLCausalLMPreprocessor(
-            tokenizer, sequence_length=8
-        ),
-    )
+    return _lm(tokenizer, cutoffs=[100, 400, 900], div_val=2)
 
 
 def test_preset_round_trip_is_exact_with_keras_hub(tmp_path):

@@ -68,7 +68,9 @@ def test_preprocessor_like_keras_hub(kind):
     assert preprocessor(texts, sequence_length=4)[1].shape == (3, 4)
 
 
-def _lm(tokenizer, sequence_length=8):
+def _lm(tokenizer, sequence_length=8, **backbone_options):
+    """A one-layer LM of width 8 (M=4) with `tokenizer` as preprocessor,
+    compiled with a greedy sampler."""
     backbone = TransformerXLBackbone(
         vocabulary_size=tokenizer.vocabulary_size(),
         num_layers=1,
@@ -77,6 +79,7 @@ def _lm(tokenizer, sequence_length=8):
         head_dim=4,
         intermediate_dim=16,
         memory_length=4,
+        **backbone_options,
     )
     preprocessor = TransformerXLCausalLMPreprocessor(
         tokenizer, sequence_length=sequence_length
