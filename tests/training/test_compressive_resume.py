@@ -74,11 +74,15 @@ def test_stopped_compressive_run_resumes_exactly(tmp_path):
     np.testing.assert_allclose(
         history.losses + rest.losses, whole_history.losses, atol=1e-4
     )
+    # Alone, the two runs end bit-identical; inside the whole TensorFlow
+    # suite (other tests' state in the process) up to 1.4e-4 apart in the
+    # compression's kernel. A run resumed without the compressed memory
+    # ends 0.10 apart.
     for a, b in zip(resumed.get_weights(), whole.get_weights()):
-        np.testing.assert_allclose(a, b, atol=1e-4)
+        np.testing.assert_allclose(a, b, atol=1e-3)
     end, whole_end = resumed.memory_state.read(), whole.memory_state.read()
     np.testing.assert_allclose(
         to_numpy(end["compressed_memory"]),
         to_numpy(whole_end["compressed_memory"]),
-        atol=1e-4,
+        atol=1e-3,
     )
