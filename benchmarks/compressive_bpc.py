@@ -28,6 +28,7 @@ from pathlib import Path
 import keras
 
 from keras_txl import data
+from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
@@ -36,7 +37,18 @@ CORPUS = Path(__file__).resolve().parents[1] / "data/tinyshakespeare.txt"
 
 def run(config, args, vocabulary_size, train_ids, valid_ids):
     keras.utils.set_random_seed(args.seed)
-    backbone = TransformerXLBackbone(
+    compressive = config.get("compressed_memory_length", 0) > 0
+    options = {}
+    if compressive:
+        options = dict(
+            compressed_memory_length=config["compressed_memory_length"],
+            compression_rate=config.get("compression_rate", 1),
+            compression=config.get("compression", "mean"),
+        )
+    backbone_class = TransformerXLBackbone
+    if compressive:
+        backbone_class = CompressiveTransformerXLBackbone
+    backbone = backbone_class(
         vocabulary_size=vocabulary_size,
         num_layers=args.layers,
         num_heads=4,
@@ -44,9 +56,7 @@ def run(config, args, vocabulary_size, train_ids, valid_ids):
         head_dim=args.hidden // 4,
         intermediate_dim=4 * args.hidden,
         memory_length=config["memory_length"],
-        compressed_memory_length=config.get("compressed_memory_length", 0),
-        compression_rate=config.get("compression_rate", 1),
-        compression=config.get("compression", "mean"),
+        **options,
     )
     lm = TransformerXLCausalLM(backbone)
     lm.compile(

@@ -23,7 +23,7 @@ Signatures (TF Serving names):
     - returns float32 `logits` `(batch_size, segment_length,
       vocabulary_size)` and the `memory` and `valid_length` to pass to the
       next call.
-- With a compressive backbone (`compressed_memory_length > 0`) the memory
+- With a `CompressiveTransformerXLBackbone` the memory
   also holds `compressed_memory` (`(batch_size, num_layers,
   compressed_memory_length, hidden_dim)`, of the same dtype) and
   `compressed_valid_length` (int32 `(batch_size,)`): inputs and outputs

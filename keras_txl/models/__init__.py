@@ -1,6 +1,10 @@
-"""Transformer-XL models: the backbone, the causal LM and the memory it
-carries between the batches of `fit`, `evaluate` and `predict`."""
+"""Transformer-XL models: the backbone (and the Compressive Transformer's),
+the causal LM and the memory it carries between the batches of `fit`,
+`evaluate` and `predict`."""
 
+from keras_txl.models.compressive_transformer_xl_backbone import (
+    CompressiveTransformerXLBackbone,
+)
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
@@ -11,6 +15,7 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 
 __all__ = [
+    "CompressiveTransformerXLBackbone",
     "MemoryReset",
     "MemoryState",
     "TransformerXLBackbone",

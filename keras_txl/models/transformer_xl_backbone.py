@@ -10,9 +10,6 @@ from keras_txl.layers.ablation.differentiable_memory_cache import (
 )
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_embedding import check_cutoffs
-from keras_txl.layers.compressive_memory import CompressiveMemory
-from keras_txl.layers.compressive_memory import check_compression
-from keras_txl.layers.compressive_memory import check_loss_weight
 from keras_txl.layers.memory_cache import MemoryCache
 from keras_txl.layers.relative_multi_head_attention import check_same_length
 from keras_txl.layers.relative_position_embedding import (
@@ -68,19 +65,8 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     only the default of `initial_memory()`. Evaluating with a longer memory
     than in training is the paper's setting.
 
-    Compressive memory (Rae et al., 2019; off by default): with
-    `compressed_memory_length = Mc > 0`, the states that fall out of the
-    memory are compressed at rate `compression_rate` into a second memory
-    of `Mc` slots (see `keras_txl.layers.CompressiveMemory` and
-    docs/compressive.md), and every layer attends to `[compressed memory;
-    memory; segment]`. The inputs and outputs then also hold
-    `"compressed_memory"` (`(batch, num_layers, Mc, hidden_dim)`, of
-    `memory_dtype`)
-    and `"compressed_valid_length"` (int32 `(batch,)`), and the outputs
-    `"reconstruction_loss"` (float32 scalar, the attention-reconstruction
-    loss of the segment). For `compression="conv"` that loss, times
-    `reconstruction_loss_weight`, is added with `add_loss` in training.
-    The compressed memory is always read and stored under stop-gradient.
+    The Compressive Transformer (Rae et al., 2019) is this model with a
+    second, compressed memory: `CompressiveTransformerXLBackbone`.
 
     Args:
         vocabulary_size: int. Number of token ids.
@@ -131,14 +117,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             values (see `LearnedRelativeMultiHeadAttention`).
         max_relative_distance: int >= 0, only with `"learned_relative"`:
             the largest distance with its own embedding.
-        compressed_memory_length: int >= 0. Default compressed memory
-            length `Mc`; 0 (default) turns the compressive memory off.
-        compression_rate: int >= 1. Evicted states per compressed slot
-            (`c`); segments must be a multiple of it.
-        compression: `"mean"`, `"max"` or `"conv"`: how `c` states become
-            one slot.
-        reconstruction_loss_weight: float >= 0. Weight of the
-            attention-reconstruction loss (`"conv"` only).
         stop_memory_gradient: bool. ABLATION ONLY. True (default): the
             paper's SG(.), no gradient flows into the memory. False: the
             memory is read and updated without stop-gradient
@@ -194,10 +172,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         position_encoding="relative",
         max_relative_distance=None,
         stop_memory_gradient=True,
-        compressed_memory_length=0,
-        compression_rate=1,
-        compression="mean",
-        reconstruction_loss_weight=1.0,
         memory_dtype=None,
         **kwargs,
     ):
@@ -222,18 +196,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         )
         stop_memory_gradient = check_bool(
             "stop_memory_gradient", stop_memory_gradient
-        )
-        compressed_memory_length = check_positive_int(
-            "compressed_memory_length",
-            compressed_memory_length,
-            allow_zero=True,
-        )
-        compression_rate = check_positive_int(
-            "compression_rate", compression_rate
-        )
-        compression = check_compression(compression)
-        reconstruction_loss_weight = check_loss_weight(
-            "reconstruction_loss_weight", reconstruction_loss_weight
         )
         if hidden_dim % 2:
             raise ValueError(
@@ -322,25 +284,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             self.memory_cache = DifferentiableMemoryCache(
                 dtype=cache_dtype, name="memory_cache"
             )
-        compressive = compressed_memory_length > 0
-        if compressive:
-            self.compressive_memory = CompressiveMemory(
-                compression_rate=compression_rate,
-                compression=compression,
-                reconstruction_loss_weight=reconstruction_loss_weight,
-                dtype=cache_dtype,
-                name="compressive_memory",
-            )
-            self.compressive_memory.use_attention_of(self.transformer_layers)
+        self._build_other_memory(cache_dtype)
 
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        memory_spec = MemorySpec(
-            num_layers,
-            hidden_dim,
-            memory_length,
-            compressed_memory_length,
-            dtype=states_dtype,
+        memory_spec = self._memory_spec(
+            num_layers, hidden_dim, memory_length, states_dtype
         )
         inputs = {"token_ids": token_ids, **memory_spec.inputs()}
         memory = inputs["memory"]  # (batch, L, M, hidden)
@@ -351,18 +300,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         read_memory = memory  # (batch, L, M, hidden)
         if stop_memory_gradient:
             read_memory = ops.stop_gradient(memory)
-        read_valid_length = valid_length
-        if compressive:
-            # Both memories keep their valid slots last and the compressed
-            # one fills only once the memory is full: the concatenation is
-            # again "valid slots last".
-            read_memory = ops.concatenate(
-                [ops.stop_gradient(inputs["compressed_memory"]), read_memory],
-                axis=2,
-            )  # (batch, L, Mc + M, hidden)
-            read_valid_length = ops.add(
-                valid_length, inputs["compressed_valid_length"]
-            )  # (batch,)
+        read_memory, read_valid_length = self._extend_read_memory(
+            inputs, read_memory, valid_length
+        )  # (batch, L, K - T, hidden), (batch,)
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
         position = None  # The ablations' attention ignores it.
@@ -395,19 +335,8 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "sequence_output": sequence_output,
             "memory": new_memory,
             "valid_length": new_valid_length,
+            **self._write_other_memory(inputs, new_states),
         }
-        if compressive:
-            (
-                outputs["compressed_memory"],
-                outputs["compressed_valid_length"],
-                outputs["reconstruction_loss"],
-            ) = self.compressive_memory(
-                memory,
-                valid_length,
-                new_states,
-                inputs["compressed_memory"],
-                inputs["compressed_valid_length"],
-            )  # (batch, L, Mc, hidden), (batch,), ()
         super().__init__(
             inputs=inputs,
             outputs=outputs,
@@ -436,22 +365,38 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.position_encoding = position_encoding
         self.max_relative_distance = max_relative_distance
         self.stop_memory_gradient = stop_memory_gradient
-        self.compressed_memory_length = compressed_memory_length
-        self.compression_rate = compression_rate
-        self.compression = compression
-        self.reconstruction_loss_weight = reconstruction_loss_weight
         self.memory_dtype = memory_dtype
+
+    # === Hooks of a backbone with a second memory ===
+    # The paper's model has one memory; `CompressiveTransformerXLBackbone`
+    # overrides these four to add its compressed memory.
+
+    def _memory_spec(self, num_layers, hidden_dim, memory_length, dtype):
+        """The `MemorySpec` of the inputs and outputs."""
+        return MemorySpec(num_layers, hidden_dim, memory_length, dtype=dtype)
+
+    def _build_other_memory(self, dtype):
+        """Builds the layers of other memories (after the blocks)."""
+
+    def _extend_read_memory(self, inputs, memory, valid_length):
+        """What every layer attends to besides its segment: the memory,
+        `(batch, L, M, hidden)`, with its `valid_length` `(batch,)`."""
+        return memory, valid_length
+
+    def _write_other_memory(self, inputs, new_states):
+        """Outputs of other memories, given the states of the segment
+        `(batch, L, T, hidden)` (the memory of `inputs` is the one read)."""
+        return {}
 
     @property
     def memory_spec(self):
         """The `MemorySpec` of this backbone's memory: its keys, shapes and
         dtypes, at the constructor's lengths."""
-        return MemorySpec(
+        return self._memory_spec(
             self.num_layers,
             self.hidden_dim,
             self.memory_length,
-            self.compressed_memory_length,
-            dtype=self.memory_cache.compute_dtype,
+            self.memory_cache.compute_dtype,
         )
 
     @property
@@ -463,7 +408,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self,
         batch_size,
         memory_length=None,
-        compressed_memory_length=None,
         start="empty",
     ):
         """The memory of a first segment: `memory_length` zero slots.
@@ -483,18 +427,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             batch_size: int. Number of examples (streams).
             memory_length: int >= 0 or `None` (the constructor's
                 `memory_length`).
-            compressed_memory_length: int >= 0 or `None` (the
-                constructor's). Used only when the compressive memory is on;
-                the compressed memory always starts empty.
             start: `"empty"` or `"zeros"` (see above).
 
         Returns:
             A dict `{"memory": (batch, num_layers, M, hidden_dim),
             "valid_length": (batch,) int32}` (states of
-            `memory_spec.dtype`), plus `"compressed_memory"`
-            `(batch, num_layers, Mc, hidden_dim)` and
-            `"compressed_valid_length"` `(batch,)` when the compressive
-            memory is on.
+            `memory_spec.dtype`).
         """
         batch_size = check_positive_int("batch_size", batch_size)
         if memory_length is None:
@@ -503,16 +441,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "memory_length", memory_length, allow_zero=True
         )
         start = check_memory_start(start)
-        if compressed_memory_length is not None:
-            compressed_memory_length = check_positive_int(
-                "compressed_memory_length",
-                compressed_memory_length,
-                allow_zero=True,
-            )
         return self.memory_spec.zeros(
             batch_size,
             memory_length,
-            compressed_memory_length,
             valid_length=memory_length if start == "zeros" else 0,
         )
 
@@ -559,8 +490,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                     f"[{values.min()}, {values.max()}]. Pass the "
                     "`valid_length` returned with the memory."
                 )
-        if self.compressed_memory_length:
-            self._check_compressed_memory(memory, batch_size)
 
     def _check_states_shape(self, memory, key, length_name, batch_size):
         shape = tuple(memory[key].shape)
@@ -576,36 +505,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 f"{shape}. Build it with `backbone.initial_memory(batch_size)`."
             )
         return shape
-
-    def _check_compressed_memory(self, memory, batch_size):
-        shape = self._check_states_shape(
-            memory, "compressed_memory", "Mc", batch_size
-        )
-        valid = memory["compressed_valid_length"]
-        if tuple(valid.shape) != tuple(memory["valid_length"].shape):
-            raise ValueError(
-                "`memory['compressed_valid_length']` must have shape (batch,)"
-                f". Received shape {tuple(valid.shape)}."
-            )
-        if is_concrete(valid) and is_concrete(memory["valid_length"]):
-            held = np.asarray(ops.convert_to_numpy(valid))
-            valid_length = np.asarray(
-                ops.convert_to_numpy(memory["valid_length"])
-            )
-            filled = valid_length == memory["memory"].shape[2]
-            if (
-                (held < 0).any()
-                or (held > shape[2]).any()
-                or ((held > 0) & ~filled).any()
-            ):
-                raise ValueError(
-                    "`memory['compressed_valid_length']` must lie in [0, Mc "
-                    f"= {shape[2]}], and be 0 wherever the memory is not full "
-                    "(the compressed memory fills only with states evicted "
-                    "from a full memory). Received compressed_valid_length="
-                    f"{held.tolist()}, valid_length={valid_length.tolist()}. "
-                    "Pass the memory dict returned by the previous call."
-                )
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment and returns its output and the next memory.
@@ -672,17 +571,35 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "position_encoding": self.position_encoding,
                 "max_relative_distance": self.max_relative_distance,
                 "stop_memory_gradient": self.stop_memory_gradient,
-                "compressed_memory_length": self.compressed_memory_length,
-                "compression_rate": self.compression_rate,
-                "compression": self.compression,
-                "reconstruction_loss_weight": self.reconstruction_loss_weight,
                 "memory_dtype": self.memory_dtype,
             }
         )
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        # Before `CompressiveTransformerXLBackbone`, this class took the
+        # compressive memory's arguments: such configs (presets, `.keras`
+        # files) load as the subclass, or as this class when it was off.
+        config = dict(config)
+        if cls is TransformerXLBackbone and COMPRESSIVE_ARGUMENTS[0] in config:
+            if config["compressed_memory_length"]:
+                compressive = keras.saving.get_registered_object(
+                    "keras_txl>CompressiveTransformerXLBackbone"
+                )
+                return compressive.from_config(config)
+            for key in COMPRESSIVE_ARGUMENTS:
+                config.pop(key, None)
+        return super().from_config(config)
+
 
 MEMORY_STARTS = ("empty", "zeros")
+COMPRESSIVE_ARGUMENTS = (
+    "compressed_memory_length",
+    "compression_rate",
+    "compression",
+    "reconstruction_loss_weight",
+)
 
 
 def check_memory_start(start):

@@ -10,6 +10,9 @@ from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
+from keras_txl.models.compressive_transformer_xl_backbone import (
+    CompressiveTransformerXLBackbone,
+)
 from keras_txl.models.memory_carry import bind_arguments
 from keras_txl.models.memory_carry import carry_memory
 from keras_txl.models.memory_state import MemoryState
@@ -54,7 +57,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
     batch's loss as metrics (`keras_txl.training.transformer_xl_optimizer`
     adds the warmup and cosine schedule).
 
-    With a compressive backbone (`compressed_memory_length > 0`) the memory
+    With a `CompressiveTransformerXLBackbone` the memory
     dicts also hold `"compressed_memory"` and `"compressed_valid_length"`,
     the carried state holds the compressed memory too, and `fit` and
     `evaluate` report the attention-reconstruction loss as the metric
@@ -190,12 +193,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             num_layers=backbone.num_layers,
             memory_length=self.carried_memory_length,
             hidden_dim=backbone.hidden_dim,
-            compressed_memory_length=backbone.compressed_memory_length,
+            compressed_memory_length=(
+                backbone.memory_spec.compressed_memory_length
+            ),
             dtype=backbone.memory_spec.dtype,
             name="memory_state",
         )
         self.dtype_policy = backbone.dtype_policy
-        if backbone.compressed_memory_length:
+        if backbone.memory_spec.compressive:
             self.reconstruction_tracker = keras.metrics.Mean(
                 name="reconstruction_loss"
             )
@@ -393,7 +398,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             ),  # (batch, layers, 0, hidden)
             "valid_length": ops.zeros((batch_size,), dtype="int32"),
         }
-        if backbone.compressed_memory_length:
+        if backbone.memory_spec.compressive:
             memory["compressed_memory"] = memory["memory"]
             memory["compressed_valid_length"] = memory["valid_length"]
         outputs = backbone(
@@ -815,7 +820,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             check_memory_start(memory_start),
         )
         backbone = self.backbone
-        if backbone.compressed_memory_length and backbone.compression_rate > 1:
+        if (
+            isinstance(backbone, CompressiveTransformerXLBackbone)
+            and backbone.compression_rate > 1
+        ):
             raise ValueError(
                 "`generate()` feeds one token at a time, and a compressive "
                 "memory compresses segments of a multiple of "

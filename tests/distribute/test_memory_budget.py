@@ -39,7 +39,7 @@ def test_parameter_count_of_every_backbone_is_count_params(
     options, tiny_config
 ):
     config = dict(tiny_config, vocabulary_size=30, **options)
-    backbone = TransformerXLBackbone(**config)
+    backbone = TransformerXLBackbone.from_config(config)  # or compressive
     lm = TransformerXLCausalLM(backbone)
     lm.build()
     expected = lm.count_params()  # no carried memory yet: all trainable

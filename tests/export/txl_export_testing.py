@@ -30,7 +30,9 @@ def tiny_lm(seed=0, tie_weights=True, **backbone_kwargs):
         initializer_range=0.3,
     )
     config.update(backbone_kwargs)
-    backbone = TransformerXLBackbone(**config)
+    # The compressive memory's arguments make it the Compressive
+    # Transformer's backbone.
+    backbone = TransformerXLBackbone.from_config(config)
     lm = TransformerXLCausalLM(backbone, tie_weights=tie_weights)
     lm.build()
     return lm

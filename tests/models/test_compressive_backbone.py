@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_txl.models import CompressiveTransformerXLBackbone
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
 from tests.models.test_transformer_xl_causal_lm import _lm as _plain_lm
 from tests.test_case import dtype_name
 from tests.test_case import gradients
@@ -22,7 +25,10 @@ COMPRESSIVE = dict(
 
 def _lm(**overrides):
     """The plain tests' tiny LM (memory_length=4), with Mc=3, c=2, conv."""
-    return _plain_lm(**{**COMPRESSIVE, **overrides})
+    return _plain_lm(
+        backbone_class=CompressiveTransformerXLBackbone,
+        **{**COMPRESSIVE, **overrides},
+    )
 
 
 def _tokens(num_segments, batch=2, seed=0):
@@ -78,29 +84,24 @@ def test_inputs_outputs_and_initial_memory_shapes():
 
 @pytest.mark.torch_ok
 def test_equals_the_plain_model_until_something_is_compressed():
-    """With Mc = 0 the model is the plain model (same weights, same
-    numbers); with Mc > 0 it computes the same as long as the compressed
-    memory is empty, and differs once it holds states."""
+    """The Compressive Transformer has the paper's model's weights plus
+    the compression's; with the same weights it computes the same as long
+    as the compressed memory is empty, and differs once it holds states."""
     lm = _lm()
-    off = _lm(compressed_memory_length=0)
     plain = _plain_lm()
     source = {w.path: w for w in lm.backbone.weights}
     names = [w.path for w in plain.backbone.weights]
-    assert [w.path for w in off.backbone.weights] == names
     assert sorted(set(source) - set(names)) == [
         "compressive_memory/bias",
         "compressive_memory/kernel",
     ]
-    for model in (off, plain):
-        for weight in model.backbone.weights:
-            weight.assign(source[weight.path])
-        model.output_bias.assign(lm.output_bias)
-    memory = plain_memory = off_memory = None
+    for weight in plain.backbone.weights:
+        weight.assign(source[weight.path])
+    plain.output_bias.assign(lm.output_bias)
+    memory = plain_memory = None
     for s, segment in enumerate(_segments(_tokens(3))):
         logits, memory = lm.call_with_memory(segment, memory)
         expected, plain_memory = plain.call_with_memory(segment, plain_memory)
-        got, off_memory = off.call_with_memory(segment, off_memory)
-        np.testing.assert_array_equal(to_numpy(got), to_numpy(expected))
         held = to_numpy(memory["compressed_valid_length"])
         if s < 2:  # segment 1 is the first to evict (into memory for s=2)
             np.testing.assert_allclose(
@@ -257,7 +258,7 @@ def test_mixed_bfloat16_keeps_the_memories_in_bfloat16():
     "overrides, name",
     [
         (dict(compression_rate=0), "compression_rate"),
-        (dict(compressed_memory_length=-1), "compressed_memory_length"),
+        (dict(compressed_memory_length=0), "compressed_memory_length"),
         (dict(compression="sum"), "compression"),
     ],
 )
@@ -296,3 +297,21 @@ def test_generate_needs_compression_rate_one():
     out = lm.generate(prompt, stop_token_ids=None, memory_length=2)
     assert out["token_ids"].shape == (1, 6)
     assert out["token_ids"][0, :3].tolist() == [5, 6, 7]
+
+
+@pytest.mark.parametrize("compressed_memory_length", [0, 3])
+def test_configs_with_the_old_compressive_arguments_still_load(
+    compressed_memory_length,
+):
+    """Presets and `.keras` files saved when `TransformerXLBackbone` took
+    the compressive memory's arguments load as the model they described."""
+    config = _lm().backbone.get_config()
+    config["compressed_memory_length"] = compressed_memory_length
+    backbone = TransformerXLBackbone.from_config(config)
+    if compressed_memory_length:
+        assert isinstance(backbone, CompressiveTransformerXLBackbone)
+        assert backbone.get_config() == config
+    else:
+        assert type(backbone) is TransformerXLBackbone
+        assert "compression" not in backbone.get_config()
+    TransformerXLCausalLM(backbone)  # a working model

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.training import StepHistory
 from keras_txl.training import TrainingCheckpoint
@@ -49,7 +50,12 @@ def _run(lm, tokens):
     ],
 )
 def test_memory_is_in_the_compute_dtype(policy, expected):
-    lm = _lm(policy, compressed_memory_length=2, compression_rate=2)
+    lm = _lm(
+        policy,
+        backbone_class=CompressiveTransformerXLBackbone,
+        compressed_memory_length=2,
+        compression_rate=2,
+    )
     backbone = lm.backbone
     assert backbone.memory_spec.dtype == expected
     memory = backbone.initial_memory(2)

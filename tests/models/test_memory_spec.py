@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.training import StepHistory
@@ -63,7 +63,9 @@ def test_flatten_unflatten_round_trip_and_old_checkpoints():
 
 
 def test_backbone_state_and_initial_memory_follow_the_spec():
-    backbone = TransformerXLBackbone(**TINY, compressed_memory_length=3)
+    backbone = CompressiveTransformerXLBackbone(
+        **TINY, compressed_memory_length=3
+    )
     spec = backbone.memory_spec
     assert spec == MemorySpec(2, 8, 4, 3)
     assert backbone.memory_keys == spec.keys
@@ -78,7 +80,9 @@ def test_backbone_state_and_initial_memory_follow_the_spec():
 
 def test_checkpoint_saves_and_restores_the_compressed_memory(tmp_path):
     def make():
-        backbone = TransformerXLBackbone(**TINY, compressed_memory_length=3)
+        backbone = CompressiveTransformerXLBackbone(
+            **TINY, compressed_memory_length=3
+        )
         lm = TransformerXLCausalLM(backbone)
         lm.compile()
         return lm

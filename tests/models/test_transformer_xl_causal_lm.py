@@ -13,7 +13,7 @@ from tests.test_case import to_numpy
 from tests.test_case import variable_gradients
 
 
-def _lm(tie_weights=True, **overrides):
+def _lm(tie_weights=True, backbone_class=TransformerXLBackbone, **overrides):
     kwargs = dict(
         vocabulary_size=20,
         num_layers=2,
@@ -27,7 +27,7 @@ def _lm(tie_weights=True, **overrides):
     kwargs.update(overrides)
     keras.utils.set_random_seed(0)
     lm = TransformerXLCausalLM(
-        TransformerXLBackbone(**kwargs), tie_weights=tie_weights
+        backbone_class(**kwargs), tie_weights=tie_weights
     )
     lm.build()
     return lm
