@@ -36,6 +36,10 @@ DEFERRED = {
     # the converters, as keras-hub's `from_preset` does; imported when
     # called, so `import keras_txl.models` loads no converter.
     ("keras_txl.models.transformer_xl_causal_lm", "keras_txl.convert"),
+    # Configs saved when the backbone took the ablations' arguments load
+    # as `keras_txl.ablation.AblationTransformerXLBackbone`, imported only
+    # for such a config.
+    ("keras_txl.models.transformer_xl_backbone", "keras_txl.ablation"),
 }
 TOP_LEVEL = {"__init__", "__main__", "version"}
 

@@ -77,13 +77,15 @@ def _xla_temp_bytes(model, inputs, targets):
 def _measure(
     backbone_config, batch_size, segment_length, segments_per_step, steps, seed
 ):
+    from keras_txl.ablation.ablation_transformer_xl_backbone import (
+        AblationTransformerXLBackbone,
+    )
     from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
-    from keras_txl.models import TransformerXLBackbone
     from keras_txl.models import TransformerXLCausalLM
     from keras_txl.training import transformer_xl_optimizer
 
     keras.utils.set_random_seed(seed)
-    backbone = TransformerXLBackbone(**backbone_config)
+    backbone = AblationTransformerXLBackbone(**backbone_config)
     model = UnrolledSegmentsLM(
         TransformerXLCausalLM(backbone), segment_length=segment_length
     )
@@ -133,7 +135,7 @@ def measure_step_cost(
     """Time and peak memory of one training step (see the module docs).
 
     Args:
-        backbone_config: dict of `TransformerXLBackbone` arguments.
+        backbone_config: dict of `AblationTransformerXLBackbone` arguments.
         batch_size: int. Rows per batch.
         segment_length: int. `T`.
         segments_per_step: int. `k`: each row holds `k * T` tokens.

@@ -43,8 +43,8 @@ class UnrolledSegmentsLM(keras.Model):
     Example:
 
     >>> import numpy as np
-    >>> from keras_txl.models import TransformerXLBackbone
-    >>> backbone = TransformerXLBackbone(
+    >>> from keras_txl.ablation import AblationTransformerXLBackbone
+    >>> backbone = AblationTransformerXLBackbone(
     ...     vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8,
     ...     head_dim=4, intermediate_dim=16, memory_length=4,
     ...     stop_memory_gradient=False,

@@ -9,6 +9,7 @@ import keras
 import numpy as np
 
 from keras_txl import data
+from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.ablation.cost import measure_step_cost
 from keras_txl.ablation.evaluation import bits_per_token
 from keras_txl.ablation.evaluation import context_losses
@@ -17,7 +18,6 @@ from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
 from keras_txl.app.presets import architecture as get_architecture
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.models.memory_reset import MemoryReset
-from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.schedules import transformer_xl_optimizer
@@ -53,7 +53,7 @@ def variant_config(name, memory_length, segment_length):
         segment_length: int. `T`.
 
     Returns:
-        dict of `TransformerXLBackbone` arguments.
+        dict of `AblationTransformerXLBackbone` arguments.
     """
     if name.startswith("memory_"):
         return {"memory_length": int(name[len("memory_") :])}
@@ -91,7 +91,7 @@ def _train(
     """Trains one variant; returns `(lm, training record)`."""
     keras.utils.clear_session()
     keras.utils.set_random_seed(seed)
-    lm = TransformerXLCausalLM(TransformerXLBackbone(**backbone_config))
+    lm = TransformerXLCausalLM(AblationTransformerXLBackbone(**backbone_config))
     model = UnrolledSegmentsLM(lm, segment_length=segment_length)
     model.compile(
         optimizer=transformer_xl_optimizer(

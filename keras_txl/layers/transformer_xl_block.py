@@ -1,9 +1,6 @@
 import keras
 from keras import ops
 
-from keras_txl.layers.ablation.learned_relative_multi_head_attention import (  # noqa: E501
-    LearnedRelativeMultiHeadAttention,
-)
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
@@ -12,36 +9,6 @@ from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
-
-POSITION_ENCODINGS = ("relative", "absolute", "learned_relative")
-
-
-def check_position_encoding(position_encoding, max_relative_distance):
-    """Checks the ablation options `position_encoding` and
-    `max_relative_distance` together; returns them."""
-    if position_encoding not in POSITION_ENCODINGS:
-        raise ValueError(
-            f"`position_encoding` must be one of {POSITION_ENCODINGS}. "
-            f"Received: position_encoding={position_encoding!r}"
-        )
-    if position_encoding == "learned_relative":
-        if max_relative_distance is None:
-            raise ValueError(
-                "`position_encoding='learned_relative'` needs "
-                "`max_relative_distance`, the clipping distance of the "
-                "learned embeddings (e.g. memory_length + segment length)."
-            )
-        return position_encoding, check_positive_int(
-            "max_relative_distance", max_relative_distance, allow_zero=True
-        )
-    if max_relative_distance is not None:
-        raise ValueError(
-            "`max_relative_distance` applies only to "
-            "`position_encoding='learned_relative'`. Received: "
-            f"max_relative_distance={max_relative_distance!r} with "
-            f"position_encoding={position_encoding!r}"
-        )
-    return position_encoding, None
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -76,16 +43,6 @@ class TransformerXLBlock(keras.layers.Layer):
             (1e-5, the PyTorch default, matches the authors' code).
         kernel_initializer: initializer of every kernel.
         bias_initializer: initializer of `u` and `v` of the attention.
-        position_encoding: ablation only (Dai et al., 2019, Table 6).
-            `"relative"` (default): the paper's attention,
-            `RelativeMultiHeadAttention`. `"absolute"`: attention without
-            position terms (the model adds absolute encodings to its
-            embeddings). `"learned_relative"`: Shaw et al. (2018) learned
-            relative positions clipped at `max_relative_distance`. Both
-            ablations use `LearnedRelativeMultiHeadAttention`, which
-            ignores `position_embedding`.
-        max_relative_distance: int >= 0. Clipping distance of
-            `"learned_relative"`; must be `None` otherwise.
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
@@ -127,8 +84,6 @@ class TransformerXLBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
-        position_encoding="relative",
-        max_relative_distance=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -149,38 +104,25 @@ class TransformerXLBlock(keras.layers.Layer):
         )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.position_encoding, self.max_relative_distance = (
-            check_position_encoding(position_encoding, max_relative_distance)
+
+    def _make_attention(self, hidden_dim):
+        """The attention sublayer (the ablations' block overrides it)."""
+        return RelativeMultiHeadAttention(
+            num_heads=self.num_heads,
+            head_dim=self.head_dim,
+            output_dim=hidden_dim,
+            dropout=self.attention_dropout,
+            same_length=self.same_length,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name="attention",
         )
 
     def build(self, inputs_shape, position_embedding_shape=None, *a, **kw):
         hidden_dim = inputs_shape[-1]
         policy = self.dtype_policy
-        if self.position_encoding == "relative":
-            self.attention = RelativeMultiHeadAttention(
-                num_heads=self.num_heads,
-                head_dim=self.head_dim,
-                output_dim=hidden_dim,
-                dropout=self.attention_dropout,
-                same_length=self.same_length,
-                kernel_initializer=self.kernel_initializer,
-                bias_initializer=self.bias_initializer,
-                dtype=policy,
-                name="attention",
-            )
-        else:  # Ablations: no position terms, or Shaw et al.'s.
-            self.attention = LearnedRelativeMultiHeadAttention(
-                num_heads=self.num_heads,
-                head_dim=self.head_dim,
-                max_distance=self.max_relative_distance,
-                output_dim=hidden_dim,
-                dropout=self.attention_dropout,
-                same_length=self.same_length,
-                kernel_initializer=self.kernel_initializer,
-                embeddings_initializer=self.kernel_initializer,
-                dtype=policy,
-                name="attention",
-            )
+        self.attention = self._make_attention(hidden_dim)
         self.attention.build(
             inputs_shape, position_embedding_shape or (None, hidden_dim)
         )
@@ -281,8 +223,19 @@ class TransformerXLBlock(keras.layers.Layer):
                 "bias_initializer": keras.initializers.serialize(
                     self.bias_initializer
                 ),
-                "position_encoding": self.position_encoding,
-                "max_relative_distance": self.max_relative_distance,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved when this block took the ablations' arguments: the
+        # paper's setting loads here; the ablations' as their block.
+        config = dict(config)
+        if config.get("position_encoding", "relative") != "relative":
+            from keras_txl.layers.ablation import AblationTransformerXLBlock
+
+            return AblationTransformerXLBlock(**config)
+        config.pop("position_encoding", None)
+        config.pop("max_relative_distance", None)
+        return cls(**config)

@@ -5,9 +5,6 @@ import keras_hub
 import numpy as np
 from keras import ops
 
-from keras_txl.layers.ablation.differentiable_memory_cache import (
-    DifferentiableMemoryCache,
-)
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.memory_cache import MemoryCache
@@ -16,7 +13,6 @@ from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
 )
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
-from keras_txl.layers.transformer_xl_block import check_position_encoding
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.quantization import check_quantize
 from keras_txl.utils.validation import check_bool
@@ -106,23 +102,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             (`d_embed`), projected to `hidden_dim`; `None` means
             `hidden_dim`.
         dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`).
-        position_encoding: ABLATION ONLY (`keras_txl.ablation`; Dai et
-            al., 2019, Table 6). `"relative"` (default): the paper's model.
-            `"absolute"`: sinusoidal encodings of the positions `0 ... T-1`
-            of the current segment added to the embeddings, and attention
-            without position terms: the setting that recurrence confuses
-            (every segment restarts at position 0, its memory too).
-            `"learned_relative"`: Shaw et al. (2018), learned embeddings of
-            distances clipped at `max_relative_distance`, added to keys and
-            values (see `LearnedRelativeMultiHeadAttention`).
-        max_relative_distance: int >= 0, only with `"learned_relative"`:
-            the largest distance with its own embedding.
-        stop_memory_gradient: bool. ABLATION ONLY. True (default): the
-            paper's SG(.), no gradient flows into the memory. False: the
-            memory is read and updated without stop-gradient
-            (`DifferentiableMemoryCache`), so that segments chained in one
-            graph backpropagate through each other (see
-            `keras_txl.ablation.UnrolledSegmentsLM`).
         memory_dtype: `None` (default) or a float dtype. The dtype of the
             memory (inputs, outputs, the state carried by `fit`,
             checkpoints, SavedModel signatures). `None`: the compute dtype
@@ -169,9 +148,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         div_val=1,
         embedding_dim=None,
         dtype=None,
-        position_encoding="relative",
-        max_relative_distance=None,
-        stop_memory_gradient=True,
         memory_dtype=None,
         **kwargs,
     ):
@@ -191,12 +167,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         pre_norm = check_bool("pre_norm", pre_norm)
         dropout = check_rate("dropout", dropout)
         attention_dropout = check_rate("attention_dropout", attention_dropout)
-        position_encoding, max_relative_distance = check_position_encoding(
-            position_encoding, max_relative_distance
-        )
-        stop_memory_gradient = check_bool(
-            "stop_memory_gradient", stop_memory_gradient
-        )
         if hidden_dim % 2:
             raise ValueError(
                 "`hidden_dim` must be even (the sinusoidal position "
@@ -255,7 +225,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             dropout, dtype=dtype, name="position_dropout"
         )
         self.transformer_layers = [
-            TransformerXLBlock(
+            self._make_block(
                 num_heads=num_heads,
                 head_dim=head_dim,
                 intermediate_dim=intermediate_dim,
@@ -266,8 +236,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=initializer,
                 bias_initializer=initializer,
-                position_encoding=position_encoding,
-                max_relative_distance=max_relative_distance,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -276,14 +244,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=dtype, name="output_dropout"
         )
-        if stop_memory_gradient:
-            self.memory_cache = MemoryCache(
-                dtype=cache_dtype, name="memory_cache"
-            )
-        else:
-            self.memory_cache = DifferentiableMemoryCache(
-                dtype=cache_dtype, name="memory_cache"
-            )
+        self.memory_cache = self._make_memory_cache(cache_dtype)
         self._build_other_memory(cache_dtype)
 
         # === Functional model ===
@@ -295,25 +256,15 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         memory = inputs["memory"]  # (batch, L, M, hidden)
         valid_length = inputs["valid_length"]  # (batch,)
 
-        # The paper's SG(.): no gradient flows into the previous segment
-        # (unless the `stop_memory_gradient=False` ablation).
-        read_memory = memory  # (batch, L, M, hidden)
-        if stop_memory_gradient:
-            read_memory = ops.stop_gradient(memory)
+        read_memory = self._read_memory(memory)  # (batch, L, M, hidden)
         read_memory, read_valid_length = self._extend_read_memory(
             inputs, read_memory, valid_length
         )  # (batch, L, K - T, hidden), (batch,)
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
-        position = None  # The ablations' attention ignores it.
-        if position_encoding == "relative":
-            position = self.position_embedding(
-                x, read_memory[:, 0]
-            )  # (Mc + M + T, hidden)
-        elif position_encoding == "absolute":
-            # Rows hold distances T-1 ... 0: flipped, positions 0 ... T-1.
-            absolute = ops.flip(self.position_embedding(x), axis=0)  # (T, h)
-            x = x + ops.expand_dims(ops.cast(absolute, x.dtype), 0)
+        x, position = self._embed_positions(
+            x, read_memory[:, 0]
+        )  # (batch, T, hidden), (K, hidden) or None
         x = self.embedding_dropout(x)
         if position is not None:
             position = self.position_dropout(position)
@@ -362,14 +313,34 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.cutoffs = cutoffs
         self.div_val = div_val
         self.embedding_dim = embedding_dim
-        self.position_encoding = position_encoding
-        self.max_relative_distance = max_relative_distance
-        self.stop_memory_gradient = stop_memory_gradient
         self.memory_dtype = memory_dtype
 
-    # === Hooks of a backbone with a second memory ===
-    # The paper's model has one memory; `CompressiveTransformerXLBackbone`
-    # overrides these four to add its compressed memory.
+    # === Hooks of the variants ===
+    # `keras_txl.ablation.AblationTransformerXLBackbone` overrides the first
+    # four (the ablations' positions and gradients), and
+    # `CompressiveTransformerXLBackbone` the last four (a second memory).
+    # `__init__` calls them while it builds the graph: an override reads
+    # only what the subclass set before calling `super().__init__`.
+
+    def _make_block(self, **kwargs):
+        """Layer `i`'s block, from `TransformerXLBlock`'s arguments."""
+        return TransformerXLBlock(**kwargs)
+
+    def _make_memory_cache(self, dtype):
+        """The FIFO memory of the states of each layer."""
+        return MemoryCache(dtype=dtype, name="memory_cache")
+
+    def _read_memory(self, memory):
+        """The memory as the layers read it: the paper's SG(.), no gradient
+        flows into the previous segment."""
+        return ops.stop_gradient(memory)
+
+    def _embed_positions(self, x, memory):
+        """`(x, position)`: the token embeddings `(batch, T, hidden)` and
+        the sinusoidal embeddings of the relative distances `(M + T,
+        hidden)` that every layer's attention reads (`memory`, `(batch, M,
+        hidden)`, gives `M`)."""
+        return x, self.position_embedding(x, memory)
 
     def _memory_spec(self, num_layers, hidden_dim, memory_length, dtype):
         """The `MemorySpec` of the inputs and outputs."""
@@ -568,9 +539,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 "cutoffs": list(self.cutoffs),
                 "div_val": self.div_val,
                 "embedding_dim": self.embedding_dim,
-                "position_encoding": self.position_encoding,
-                "max_relative_distance": self.max_relative_distance,
-                "stop_memory_gradient": self.stop_memory_gradient,
                 "memory_dtype": self.memory_dtype,
             }
         )
@@ -578,22 +546,39 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
 
     @classmethod
     def from_config(cls, config):
-        # Before `CompressiveTransformerXLBackbone`, this class took the
-        # compressive memory's arguments: such configs (presets, `.keras`
-        # files) load as the subclass, or as this class when it was off.
+        # This class once took the compressive memory's and the ablations'
+        # arguments: such configs (presets, `.keras` files) load as the
+        # variant they describe, or as this class when they are the
+        # paper's setting.
         config = dict(config)
-        if cls is TransformerXLBackbone and COMPRESSIVE_ARGUMENTS[0] in config:
-            if config["compressed_memory_length"]:
-                compressive = keras.saving.get_registered_object(
-                    "keras_txl>CompressiveTransformerXLBackbone"
-                )
-                return compressive.from_config(config)
-            for key in COMPRESSIVE_ARGUMENTS:
-                config.pop(key, None)
+        if cls is not TransformerXLBackbone:
+            return super().from_config(config)
+        if config.get("compressed_memory_length"):
+            compressive = keras.saving.get_registered_object(
+                "keras_txl>CompressiveTransformerXLBackbone"
+            )
+            return compressive.from_config(config)
+        for key in COMPRESSIVE_ARGUMENTS:
+            config.pop(key, None)
+        if any(
+            key in config and config[key] != value
+            for key, value in ABLATION_ARGUMENTS.items()
+        ):
+            from keras_txl.ablation import AblationTransformerXLBackbone
+
+            return AblationTransformerXLBackbone.from_config(config)
+        for key in ABLATION_ARGUMENTS:
+            config.pop(key, None)
         return super().from_config(config)
 
 
 MEMORY_STARTS = ("empty", "zeros")
+# The paper's setting of the ablations' arguments.
+ABLATION_ARGUMENTS = {
+    "position_encoding": "relative",
+    "max_relative_distance": None,
+    "stop_memory_gradient": True,
+}
 COMPRESSIVE_ARGUMENTS = (
     "compressed_memory_length",
     "compression_rate",

@@ -1,4 +1,4 @@
-"""The ablation options of `TransformerXLBackbone`: position encodings and
+"""`AblationTransformerXLBackbone`: position encodings and
 backpropagation through the memory."""
 
 import keras
@@ -6,12 +6,18 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from tests.layers.reference import sinusoid
-from tests.models.test_transformer_xl_backbone import _backbone
+from tests.models.test_transformer_xl_backbone import _backbone as _paper
 from tests.test_case import gradients
 from tests.test_case import to_numpy
+
+
+def _backbone(**overrides):
+    """The backbone tests' tiny model, as the ablations build it."""
+    return _paper(backbone_class=AblationTransformerXLBackbone, **overrides)
 
 
 def _segments_equal_full_pass(backbone, tokens, T):
@@ -144,6 +150,9 @@ def test_ablation_configs_save_and_load(tmp_path):
         stop_memory_gradient=False,
     )
     config = backbone.get_config()
+    restored = AblationTransformerXLBackbone.from_config(config)
+    assert restored.get_config() == config
+    # Saved when `TransformerXLBackbone` took these arguments: still loads.
     assert TransformerXLBackbone.from_config(config).get_config() == config
     tokens = np.random.default_rng(5).integers(0, 30, (2, 4))
     expected, _ = backbone.call_with_memory(tokens)
@@ -154,6 +163,10 @@ def test_ablation_configs_save_and_load(tmp_path):
     np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-6)
     absolute = _backbone(position_encoding="absolute").get_config()
     assert TransformerXLBackbone.from_config(absolute).get_config() == absolute
+    paper = _backbone().get_config()  # the paper's setting: the paper's model
+    assert (
+        type(TransformerXLBackbone.from_config(paper)) is TransformerXLBackbone
+    )
 
 
 def test_default_adds_no_weights():

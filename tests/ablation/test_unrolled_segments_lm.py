@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.ablation import UnrolledSegmentsLM
 from tests.models.test_transformer_xl_causal_lm import _lm
 from tests.test_case import to_numpy
@@ -35,7 +36,10 @@ def test_second_segment_backpropagates_into_the_first_only_without_sg(
     """The gradient of segment 2's loss in the unrolled graph equals the
     gradient with segment 1's memory held constant exactly when the
     memory's gradient is stopped."""
-    lm = _lm(stop_memory_gradient=stop_memory_gradient)
+    lm = _lm(
+        backbone_class=AblationTransformerXLBackbone,
+        stop_memory_gradient=stop_memory_gradient,
+    )
     model = UnrolledSegmentsLM(lm, segment_length=4)
     rng = np.random.default_rng(1)
     tokens = rng.integers(0, 20, (2, 8)).astype("int32")

@@ -6,7 +6,7 @@ from keras_txl.models import TransformerXLBackbone
 from tests.test_case import to_numpy
 
 
-def _backbone(**overrides):
+def _backbone(backbone_class=TransformerXLBackbone, **overrides):
     kwargs = dict(
         vocabulary_size=30,
         num_layers=2,
@@ -19,7 +19,7 @@ def _backbone(**overrides):
     )
     kwargs.update(overrides)
     keras.utils.set_random_seed(0)
-    return TransformerXLBackbone(**kwargs)
+    return backbone_class(**kwargs)
 
 
 @pytest.mark.torch_ok

@@ -1,10 +1,13 @@
 """Layers of the ablations only (Dai et al., 2019, Table 6), not of the
-paper's model: what `TransformerXLBackbone(position_encoding=
-"learned_relative")` and `TransformerXLBackbone(stop_memory_gradient=False)`
-build. Public through `keras_txl.ablation`; `keras_txl.layers` holds the
-paper's building blocks.
+paper's model: what `keras_txl.ablation.AblationTransformerXLBackbone`
+builds for its `position_encoding` and `stop_memory_gradient=False`.
+Public through `keras_txl.ablation`; `keras_txl.layers` holds the paper's
+building blocks.
 """
 
+from keras_txl.layers.ablation.ablation_transformer_xl_block import (
+    AblationTransformerXLBlock,
+)
 from keras_txl.layers.ablation.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
@@ -12,4 +15,8 @@ from keras_txl.layers.ablation.learned_relative_multi_head_attention import (
     LearnedRelativeMultiHeadAttention,
 )
 
-__all__ = ["DifferentiableMemoryCache", "LearnedRelativeMultiHeadAttention"]
+__all__ = [
+    "AblationTransformerXLBlock",
+    "DifferentiableMemoryCache",
+    "LearnedRelativeMultiHeadAttention",
+]

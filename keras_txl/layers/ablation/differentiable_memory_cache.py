@@ -14,7 +14,7 @@ class DifferentiableMemoryCache(MemoryCache):
     memory), but gradients flow from the new memory into `memory` and
     `new_states`. Chaining segments with it in one graph backpropagates
     through all of them, as truncated backpropagation through time does:
-    what `TransformerXLBackbone(stop_memory_gradient=False)` uses to
+    what `AblationTransformerXLBackbone(stop_memory_gradient=False)` uses to
     measure what the paper's stop-gradient saves. Not for normal training.
 
     Args:

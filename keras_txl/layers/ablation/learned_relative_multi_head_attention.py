@@ -18,7 +18,7 @@ class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
     positions (Shaw et al., 2018), or with no position terms at all.
 
     An ablation baseline of Transformer-XL (Dai et al., 2019, Table 6): the
-    attention that `TransformerXLBackbone(position_encoding=
+    attention that `AblationTransformerXLBackbone(position_encoding=
     "learned_relative")` and `position_encoding="absolute"` use instead of
     `RelativeMultiHeadAttention`. Queries come from the current segment;
     keys and values from `concat(memory, segment)`. With `max_distance=D`
