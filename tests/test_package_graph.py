@@ -35,7 +35,7 @@ DEFERRED = {
     # `from_preset` hands a HuggingFace or TensorFlow checkpoint folder to
     # the converters, as keras-hub's `from_preset` does; imported when
     # called, so `import keras_txl.models` loads no converter.
-    ("keras_txl.models.transformer_xl_causal_lm", "keras_txl.convert"),
+    ("keras_txl.models.foreign_checkpoints", "keras_txl.convert"),
     # Configs saved when the backbone took the ablations' arguments load
     # as `keras_txl.ablation.AblationTransformerXLBackbone`, imported only
     # for such a config.

@@ -1,5 +1,3 @@
-import os
-
 import keras
 import keras_hub
 import numpy as np
@@ -13,6 +11,9 @@ from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.compressive_transformer_xl_backbone import (
     CompressiveTransformerXLBackbone,
 )
+from keras_txl.models.foreign_checkpoints import foreign_checkpoint_kind
+from keras_txl.models.foreign_checkpoints import load_foreign_checkpoint
+from keras_txl.models.foreign_checkpoints import saved_mixed_policy
 from keras_txl.models.memory_carry import bind_arguments
 from keras_txl.models.memory_carry import carry_memory
 from keras_txl.models.memory_state import MemoryState
@@ -20,10 +21,6 @@ from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import check_memory_start
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
-)
-from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
-from keras_txl.models.transformer_xl_tokenizer import (
-    is_huggingface_transformer_xl,
 )
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
@@ -458,46 +455,14 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 needs `dtype=` for such a preset (keras-hub 0.32 reads the
                 policy's name as a dtype and fails).
         """
-        source = _foreign_checkpoint_kind(preset)
-        if source is None:
+        kind = foreign_checkpoint_kind(preset)
+        if kind is None:
             if kwargs.get("dtype") is None:
-                kwargs["dtype"] = _saved_mixed_policy(preset)
+                kwargs["dtype"] = saved_mixed_policy(preset)
             return super().from_preset(
                 preset, load_weights=load_weights, **kwargs
             )
-        if not load_weights:
-            raise ValueError(
-                f"`load_weights=False` applies to keras-hub presets; "
-                f"{preset!r} is a {source} checkpoint, converted with its "
-                "weights."
-            )
-        import keras_txl.convert as convert
-
-        if source == "HuggingFace":
-            lm = convert.from_huggingface(preset)
-            tokenizer = TransformerXLTokenizer.from_huggingface(preset)
-            preprocessor = kwargs.pop(
-                "preprocessor", TransformerXLCausalLMPreprocessor(tokenizer)
-            )
-        else:
-            # Its config: `config.json` or the `.sh` script beside it.
-            lm = convert.from_official_tensorflow(
-                _official_checkpoint_path(preset)
-            )
-            preprocessor = kwargs.pop("preprocessor", None)
-        if kwargs:
-            raise ValueError(
-                f"Options {sorted(kwargs)} apply to keras-hub presets, not "
-                f"to a {source} checkpoint."
-            )
-        # The converter returns a built model, whose layer tracking is
-        # locked; the preprocessor has no weights.
-        locked = lm._tracker.locked
-        lm._tracker.unlock()
-        lm.preprocessor = preprocessor
-        if locked:
-            lm._tracker.lock()
-        return lm
+        return load_foreign_checkpoint(preset, kind, load_weights, **kwargs)
 
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
@@ -1053,55 +1018,6 @@ def _is_text(x):
         return False
     name = getattr(dtype, "name", str(dtype))
     return name == "string" or getattr(dtype, "kind", None) in ("O", "U", "S")
-
-
-def _saved_mixed_policy(preset):
-    """The name of the mixed dtype policy a keras-hub preset was saved
-    under (`"mixed_bfloat16"`), else `None`.
-
-    keras-hub 0.32 loads a preset saved under a float policy in the current
-    global policy, and fails on a mixed one (it reads the policy's name as
-    a dtype); a mixed preset is loaded under the policy it was trained in.
-    """
-    from keras_hub.src.utils.preset_utils import load_json
-
-    config = load_json(preset)
-    policy = config.get("config", {}).get("dtype")
-    name = (
-        policy.get("config", {}).get("name")
-        if isinstance(policy, dict)
-        else policy
-    )
-    if isinstance(name, str) and name.startswith("mixed_"):
-        return name
-    return None
-
-
-def _foreign_checkpoint_kind(preset):
-    """`"HuggingFace"`, `"TensorFlow"` (the authors' checkpoint folder) or
-    `None` (a keras-hub preset)."""
-    if is_huggingface_transformer_xl(preset):
-        return "HuggingFace"
-    if _official_checkpoint_path(preset) is not None:
-        return "TensorFlow"
-    return None
-
-
-def _official_checkpoint_path(preset):
-    """The checkpoint prefix (`FOLDER/model.ckpt-N`) of a folder of the
-    authors' TensorFlow checkpoint whose config (`config.json` of their
-    `transformer()` arguments, or their one tf/sota `.sh` script) the
-    converter finds; `None` for anything else."""
-    folder = os.fspath(preset) if isinstance(preset, (str, os.PathLike)) else ""
-    if not folder or not os.path.isdir(folder):
-        return None
-    from keras_txl.convert import official_tensorflow
-
-    if not official_tensorflow.is_official_tensorflow_folder(folder):
-        return None
-    if official_tensorflow.find_config(os.path.abspath(folder)) is None:
-        return None
-    return official_tensorflow.find_checkpoint(folder)
 
 
 class _PerTokenLoss(keras.losses.Loss):
