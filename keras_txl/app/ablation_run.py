@@ -2,6 +2,7 @@
 4.3) at small scale, every variant trained with the same budget and seed.
 """
 
+import dataclasses
 import os
 import time
 
@@ -228,136 +229,269 @@ def run_ablation(
         (per variant and seed: time, losses), `"cost"` and `"config"`.
     """
     log = log or (lambda line: None)
-    steps = check_positive_int("steps", steps)
-    T = check_positive_int("segment_length", segment_length)
-    batch_size = check_positive_int("batch_size", batch_size)
-    num_seeds = check_positive_int("num_seeds", num_seeds)
-    segments_per_step = check_positive_int(
-        "segments_per_step", segments_per_step
+    plan = _Plan.check(
+        steps=steps,
+        segment_length=segment_length,
+        batch_size=batch_size,
+        preset=preset,
+        seed=seed,
+        num_seeds=num_seeds,
+        memory_length=memory_length,
+        segments_per_step=segments_per_step,
+        learning_rate=learning_rate,
+        warmup_steps=warmup_steps,
+        memory_sweep=memory_sweep,
+        long_memory_length=long_memory_length,
+        eval_batch_size=eval_batch_size,
+        recl_ratios=recl_ratios,
+        recl_contexts=recl_contexts,
+        variants=variants,
     )
-    architecture = get_architecture(preset)
-    M = T if memory_length is None else memory_length
-    M = check_positive_int("memory_length", M)
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise ValueError(
-            f"Unknown variants {unknown}. Choose among {VARIANTS}."
+    corpus = _Corpus.read(corpus_text, eval_tokens)
+    training, recl = {}, {}
+    for run_seed in plan.seeds:
+        models = _train_variants(
+            plan, corpus, run_seed, training, save_dir, log
         )
-    if "no_stop_gradient" in variants and segments_per_step < 2:
-        raise ValueError(
-            "`no_stop_gradient` needs `segments_per_step >= 2`: the gradient "
-            "crosses the memory only between segments of one batch. "
-            f"Received: segments_per_step={segments_per_step}"
-        )
-    if warmup_steps is None:
-        warmup_steps = max(1, steps // 10)
-    sweep = sorted({int(round(f * T)) for f in memory_sweep})
-    if long_memory_length is None:
-        long_memory_length = 2 * max(sweep + [M])
-    if recl_contexts is None:
-        step = max(1, T // 2)
-        recl_contexts = list(range(step, 3 * T + 1, step))
-    recl_contexts = sorted(int(c) for c in recl_contexts)
+        _add_recl(plan, corpus, models, run_seed, recl, log)
+    cost = _step_costs(plan, corpus, log) if measure_cost else {}
+    return _results(plan, corpus, training, recl, cost)
 
-    train_text, valid_text, _ = data.split_text(corpus_text, 0.05, 0.05)
-    tokenizer = data.make_tokenizer("char", corpus_text)
-    vocabulary_size = int(tokenizer.vocabulary_size())
-    train_ids = data.encode(tokenizer, train_text)
-    valid_ids = data.encode(tokenizer, valid_text)[:eval_tokens]
-    base = dict(architecture, vocabulary_size=vocabulary_size)
 
-    def train(name, run_seed):
-        config = dict(base, **variant_config(name, M, T))
-        log(f"[seed {run_seed}] training {name} ({config})")
-        lm, record = _train(
-            config,
-            train_ids,
-            steps,
-            batch_size,
-            T,
-            segments_per_step,
-            learning_rate,
-            warmup_steps,
-            run_seed,
-        )
-        if save_dir is not None:
-            folder = os.path.join(save_dir, f"seed_{run_seed}")
-            os.makedirs(folder, exist_ok=True)
-            lm.save(os.path.join(folder, f"{name}.keras"))
-        own = config["memory_length"]
-        record["memory_length"] = own
-        record["valid_bpc"] = _evaluate(lm, valid_ids, eval_batch_size, T, own)
-        record["valid_bpc_long"] = _evaluate(
-            lm, valid_ids, eval_batch_size, T, long_memory_length
-        )
-        log(
-            f"[seed {run_seed}] {name}: valid bpc {record['valid_bpc']:.4f} "
-            f"(M={own}), {record['valid_bpc_long']:.4f} "
-            f"(M={long_memory_length}), {record['train_seconds']:.0f} s"
-        )
-        return lm, record
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """The checked settings of an ablation run (see `run_ablation`)."""
 
-    training = {}
-    recl = {}
-    for run in range(num_seeds):
-        run_seed = seed + run
-        models = {}
-        for name in variants:
-            lm, record = train(name, run_seed)
-            models[name] = lm
-            training.setdefault(name, []).append(record)
-        # The sweep reuses the runs with the same configuration.
-        same = {0: "no_recurrence", M: "recurrence_relative"}
-        for memory in sweep:
-            key = f"memory_{memory}"
-            if same.get(memory) in models:
-                training.setdefault(key, []).append(training[same[memory]][-1])
-                continue
-            lm, record = train(key, run_seed)
-            training.setdefault(key, []).append(record)
-        group = [name for name in RECL_GROUP if name in models]
-        if group and recl_ratios:
-            log(f"[seed {run_seed}] RECL of {group} at {recl_contexts}")
-            losses = {
-                name: context_losses(
-                    models[name],
-                    valid_ids,
-                    recl_contexts,
-                    eval_batch_size,
-                    T,
-                )
-                for name in group
-            }
-            for ratio in recl_ratios:
-                found = relative_effective_context_length(losses, ratio)
-                for name, value in found.items():
-                    recl.setdefault(str(ratio), {}).setdefault(name, []).append(
-                        value
-                    )
-            bpc_by_context = {
-                name: {str(c): bits_per_token(v) for c, v in by_c.items()}
-                for name, by_c in losses.items()
-            }
-            recl.setdefault("bpc_by_context", []).append(bpc_by_context)
+    steps: int
+    T: int
+    batch_size: int
+    preset: str
+    architecture: dict
+    seeds: tuple
+    M: int
+    segments_per_step: int
+    learning_rate: float
+    warmup_steps: int
+    sweep: list
+    long_memory_length: int
+    eval_batch_size: int
+    recl_ratios: tuple
+    recl_contexts: list
+    variants: tuple
 
-    # The paper's training holds one segment in the graph; without
-    # stop-gradient the graph must hold all k segments the gradient
-    # crosses. The middle row has k segments under stop-gradient: the
-    # same tokens as the last, the gradient cut between segments.
+    @classmethod
+    def check(
+        cls,
+        steps,
+        segment_length,
+        batch_size,
+        preset,
+        seed,
+        num_seeds,
+        memory_length,
+        segments_per_step,
+        learning_rate,
+        warmup_steps,
+        memory_sweep,
+        long_memory_length,
+        eval_batch_size,
+        recl_ratios,
+        recl_contexts,
+        variants,
+    ):
+        steps = check_positive_int("steps", steps)
+        T = check_positive_int("segment_length", segment_length)
+        num_seeds = check_positive_int("num_seeds", num_seeds)
+        segments_per_step = check_positive_int(
+            "segments_per_step", segments_per_step
+        )
+        M = check_positive_int(
+            "memory_length", T if memory_length is None else memory_length
+        )
+        unknown = [v for v in variants if v not in VARIANTS]
+        if unknown:
+            raise ValueError(
+                f"Unknown variants {unknown}. Choose among {VARIANTS}."
+            )
+        if "no_stop_gradient" in variants and segments_per_step < 2:
+            raise ValueError(
+                "`no_stop_gradient` needs `segments_per_step >= 2`: the "
+                "gradient crosses the memory only between segments of one "
+                f"batch. Received: segments_per_step={segments_per_step}"
+            )
+        sweep = sorted({int(round(f * T)) for f in memory_sweep})
+        if recl_contexts is None:
+            step = max(1, T // 2)
+            recl_contexts = range(step, 3 * T + 1, step)
+        return cls(
+            steps=steps,
+            T=T,
+            batch_size=check_positive_int("batch_size", batch_size),
+            preset=preset,
+            architecture=get_architecture(preset),
+            seeds=tuple(seed + s for s in range(num_seeds)),
+            M=M,
+            segments_per_step=segments_per_step,
+            learning_rate=learning_rate,
+            warmup_steps=(
+                max(1, steps // 10) if warmup_steps is None else warmup_steps
+            ),
+            sweep=sweep,
+            long_memory_length=(
+                2 * max(sweep + [M])
+                if long_memory_length is None
+                else long_memory_length
+            ),
+            eval_batch_size=eval_batch_size,
+            recl_ratios=tuple(recl_ratios or ()),
+            recl_contexts=sorted(int(c) for c in recl_contexts),
+            variants=tuple(variants),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Corpus:
+    """The character-level splits of the corpus: 90% train, the first
+    `eval_tokens` of the 5% validation."""
+
+    train_ids: np.ndarray
+    valid_ids: np.ndarray
+    vocabulary_size: int
+
+    @classmethod
+    def read(cls, corpus_text, eval_tokens):
+        train_text, valid_text, _ = data.split_text(corpus_text, 0.05, 0.05)
+        tokenizer = data.make_tokenizer("char", corpus_text)
+        return cls(
+            train_ids=data.encode(tokenizer, train_text),
+            valid_ids=data.encode(tokenizer, valid_text)[:eval_tokens],
+            vocabulary_size=int(tokenizer.vocabulary_size()),
+        )
+
+    def backbone_config(self, plan, **options):
+        """The preset's backbone for this vocabulary, with `options`."""
+        return dict(
+            plan.architecture, vocabulary_size=self.vocabulary_size, **options
+        )
+
+
+def _train_and_evaluate(plan, corpus, name, run_seed, save_dir, log):
+    """Trains variant `name`, saves it if asked and evaluates it with its
+    own memory and the long one; returns `(lm, record)`."""
+    config = corpus.backbone_config(
+        plan, **variant_config(name, plan.M, plan.T)
+    )
+    log(f"[seed {run_seed}] training {name} ({config})")
+    lm, record = _train(
+        config,
+        corpus.train_ids,
+        plan.steps,
+        plan.batch_size,
+        plan.T,
+        plan.segments_per_step,
+        plan.learning_rate,
+        plan.warmup_steps,
+        run_seed,
+    )
+    if save_dir is not None:
+        folder = os.path.join(save_dir, f"seed_{run_seed}")
+        os.makedirs(folder, exist_ok=True)
+        lm.save(os.path.join(folder, f"{name}.keras"))
+    own = config["memory_length"]
+    valid = (corpus.valid_ids, plan.eval_batch_size, plan.T)
+    record["memory_length"] = own
+    record["valid_bpc"] = _evaluate(lm, *valid, own)
+    record["valid_bpc_long"] = _evaluate(lm, *valid, plan.long_memory_length)
+    log(
+        f"[seed {run_seed}] {name}: valid bpc {record['valid_bpc']:.4f} "
+        f"(M={own}), {record['valid_bpc_long']:.4f} "
+        f"(M={plan.long_memory_length}), {record['train_seconds']:.0f} s"
+    )
+    return lm, record
+
+
+def _train_variants(plan, corpus, run_seed, training, save_dir, log):
+    """Trains the variants and the memory sweep of one seed, appending
+    their records to `training`; returns the variants' models."""
+    models = {}
+    for name in plan.variants:
+        lm, record = _train_and_evaluate(
+            plan, corpus, name, run_seed, save_dir, log
+        )
+        models[name] = lm
+        training.setdefault(name, []).append(record)
+    # The sweep reuses the runs with the same configuration.
+    same = {0: "no_recurrence", plan.M: "recurrence_relative"}
+    for memory in plan.sweep:
+        key = f"memory_{memory}"
+        if same.get(memory) in models:
+            training.setdefault(key, []).append(training[same[memory]][-1])
+            continue
+        _, record = _train_and_evaluate(
+            plan, corpus, key, run_seed, save_dir, log
+        )
+        training.setdefault(key, []).append(record)
+    return models
+
+
+def _add_recl(plan, corpus, models, run_seed, recl, log):
+    """RECL of the group `RECL_GROUP` among `models`, added to `recl`."""
+    group = [name for name in RECL_GROUP if name in models]
+    if not group or not plan.recl_ratios:
+        return
+    log(f"[seed {run_seed}] RECL of {group} at {plan.recl_contexts}")
+    losses = {
+        name: context_losses(
+            models[name],
+            corpus.valid_ids,
+            plan.recl_contexts,
+            plan.eval_batch_size,
+            plan.T,
+        )
+        for name in group
+    }
+    for ratio in plan.recl_ratios:
+        found = relative_effective_context_length(losses, ratio)
+        for name, value in found.items():
+            recl.setdefault(str(ratio), {}).setdefault(name, []).append(value)
+    recl.setdefault("bpc_by_context", []).append(
+        {
+            name: {str(c): bits_per_token(v) for c, v in by_c.items()}
+            for name, by_c in losses.items()
+        }
+    )
+
+
+def _step_costs(plan, corpus, log):
+    """Time and peak memory of a training step with and without
+    stop-gradient. The paper's training holds one segment in the graph;
+    without stop-gradient the graph must hold all k segments the gradient
+    crosses. The middle row has k segments under stop-gradient: the same
+    tokens as the last, the gradient cut between segments."""
     cost = {}
-    if measure_cost:
-        for name, stop, k in (
-            ("stop_gradient_1_segment", True, 1),
-            ("stop_gradient", True, segments_per_step),
-            ("no_stop_gradient", False, segments_per_step),
-        ):
-            config = dict(base, memory_length=M, stop_memory_gradient=stop)
-            log(f"measuring the cost of a training step: {name}")
-            cost[name] = measure_step_cost(config, batch_size, T, k, seed=seed)
+    k = plan.segments_per_step
+    for name, stop, segments in (
+        ("stop_gradient_1_segment", True, 1),
+        ("stop_gradient", True, k),
+        ("no_stop_gradient", False, k),
+    ):
+        config = corpus.backbone_config(
+            plan, memory_length=plan.M, stop_memory_gradient=stop
+        )
+        log(f"measuring the cost of a training step: {name}")
+        cost[name] = measure_step_cost(
+            config, plan.batch_size, plan.T, segments, seed=plan.seeds[0]
+        )
+    return cost
+
+
+def _results(plan, corpus, training, recl, cost):
+    """The dict `run_ablation` returns."""
 
     def summary(key, field):
         return _mean([r[field] for r in training.get(key, [])])
 
+    variants, sweep = plan.variants, plan.sweep
     return {
         "valid_bpc": {name: summary(name, "valid_bpc") for name in variants},
         "valid_bpc_long": {
@@ -368,7 +502,7 @@ def run_ablation(
         },
         "memory_sweep": {
             "memory_lengths": sweep,
-            "long_memory_length": long_memory_length,
+            "long_memory_length": plan.long_memory_length,
             "valid_bpc": {
                 str(m): summary(f"memory_{m}", "valid_bpc") for m in sweep
             },
@@ -381,7 +515,7 @@ def run_ablation(
             },
         },
         "recl": {
-            "contexts": recl_contexts,
+            "contexts": plan.recl_contexts,
             "group": [n for n in RECL_GROUP if n in variants],
             "by_ratio": {
                 ratio: by_name
@@ -393,22 +527,24 @@ def run_ablation(
         "training": training,
         "cost": cost,
         "config": {
-            "steps": steps,
-            "segment_length": T,
-            "batch_size": batch_size,
-            "preset": preset,
-            "architecture": architecture,
-            "vocabulary_size": vocabulary_size,
-            "seeds": [seed + s for s in range(num_seeds)],
-            "memory_length": M,
-            "segments_per_step": segments_per_step,
-            "tokens_per_step": batch_size * segments_per_step * T,
-            "learning_rate": learning_rate,
-            "warmup_steps": warmup_steps,
-            "long_memory_length": long_memory_length,
-            "eval_batch_size": eval_batch_size,
-            "eval_tokens": int(len(valid_ids)),
-            "train_tokens": int(len(train_ids)),
+            "steps": plan.steps,
+            "segment_length": plan.T,
+            "batch_size": plan.batch_size,
+            "preset": plan.preset,
+            "architecture": plan.architecture,
+            "vocabulary_size": corpus.vocabulary_size,
+            "seeds": list(plan.seeds),
+            "memory_length": plan.M,
+            "segments_per_step": plan.segments_per_step,
+            "tokens_per_step": plan.batch_size
+            * plan.segments_per_step
+            * plan.T,
+            "learning_rate": plan.learning_rate,
+            "warmup_steps": plan.warmup_steps,
+            "long_memory_length": plan.long_memory_length,
+            "eval_batch_size": plan.eval_batch_size,
+            "eval_tokens": int(len(corpus.valid_ids)),
+            "train_tokens": int(len(corpus.train_ids)),
             "backend": keras.config.backend(),
         },
     }

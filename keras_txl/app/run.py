@@ -6,6 +6,7 @@ and returns its results as a dict, so that the command line
 """
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -180,8 +181,86 @@ def fit_language_model(config, callbacks=(), log=print):
     Every step is written to `OUTPUT/steps.csv` (`StepCSVLogger`), and to
     TensorBoard logs with `config.tensorboard`.
     """
-    from keras_txl import data
+    config, strategy, checkpoint_dir = _resolve_run(config)
+    run_data = _RunData.load(config, log)
+    lm, run_config = _compiled_model(config, strategy, run_data, log)
+    if strategy is not None:
+        with _scope(strategy):
+            run_data.train = strategy.distribute_dataset(run_data.train)
+    start_step, losses = 0, []
+    if config.resume:
+        with _scope(strategy):
+            state = TrainingCheckpoint.restore(
+                lm, checkpoint_dir, config.batch_size, strategy
+            )
+        start_step, losses = state["step"], state["train_loss"]
+        log(f"Resuming at step {start_step} of {config.steps}.")
+    history = StepHistory(
+        config.batch_size * config.segment_length,
+        initial_step=start_step,
+        total_steps=config.steps,
+        losses=losses,
+    )
+    logging, validation = _logging_callbacks(
+        config, history, run_data.valid, log
+    )
+    train_seconds = 0.0
+    guard = NanGuard(verbose=False)
+    checkpoint = TrainingCheckpoint(
+        checkpoint_dir, history, run_config, strategy
+    )
+    if start_step < config.steps:
+        per_epoch = min(config.steps_per_epoch, config.steps)
+        fit_started = time.perf_counter()
+        with _scope(strategy):
+            lm.fit(
+                run_data.train.repeat().skip(start_step),
+                steps_per_epoch=per_epoch,
+                epochs=math.ceil(config.steps / per_epoch),
+                initial_epoch=start_step // per_epoch,
+                verbose=config.verbose,
+                shuffle=False,
+                callbacks=[
+                    MemoryReset(
+                        run_data.steps_per_pass, initial_step=start_step
+                    ),
+                    history,
+                    guard,
+                    checkpoint,
+                    *logging,
+                    *callbacks,
+                ],
+            )
+        train_seconds = time.perf_counter() - fit_started
+    if guard.step is not None:
+        raise _diverged(guard, checkpoint, start_step, config)
+    finished = history.step >= config.steps
+    if not finished:
+        # A callback stopped the run; its checkpoint is the step reached.
+        log(
+            f"Stopped at step {history.step} of {config.steps}: continue "
+            f"with `keras-txl train --output {config.output} --resume`."
+        )
+    return {
+        "lm": lm,
+        "tokenizer": run_data.corpus.tokenizer,
+        "corpus": run_data.corpus,
+        "config": config,
+        "run_config": run_config,
+        "history": history,
+        "train_ids": run_data.corpus.train,
+        "valid_ids": run_data.valid_ids,
+        "valid_data": run_data.valid,
+        "train_seconds": train_seconds,
+        "finished": finished,
+        "validation": [] if validation is None else validation.results,
+    }
 
+
+def _resolve_run(config):
+    """`(config, strategy, checkpoint_dir)` of a new or resumed run: a
+    resumed run takes its saved configuration, merged with the flags that
+    may change (`TrainConfig.merged_for_resume`)."""
     config.check_run_flags()
     if config.resume:
         _prepare_output(config)
@@ -194,41 +273,70 @@ def fit_language_model(config, callbacks=(), log=print):
         strategy = make_run_strategy(config)
         _prepare_output(config)
         checkpoint_dir = os.path.join(config.output, artifacts.CHECKPOINT_DIR)
-    output = config.output
-    batch, length = config.batch_size, config.segment_length
+    return config, strategy, checkpoint_dir
 
-    loading = time.perf_counter()
-    corpus = load_corpus(
-        config,
-        artifacts.load_tokenizer(output) if config.resume else None,
-        log,
-    )
-    tokenizer, train_ids, valid_ids = (
-        corpus.tokenizer,
-        corpus.train,
-        corpus.valid,
-    )
-    if not config.resume:
-        artifacts.save_tokenizer(tokenizer, output)
-    vocabulary_size = int(tokenizer.vocabulary_size())
-    all_valid = len(valid_ids)
-    if config.valid_tokens and all_valid > config.valid_tokens:
-        valid_ids = valid_ids[: config.valid_tokens]
-    train_data = _segments(
-        train_ids, batch, length, vocabulary_size, "training"
-    )
-    valid_batch = eval_batch_size(len(valid_ids), batch, length)
-    valid_data = _segments(
-        valid_ids, valid_batch, length, vocabulary_size, "validation"
-    )
-    steps_per_pass = data.num_batches(len(train_ids), batch, length)
-    log(
-        f"Corpus: {len(train_ids):,} training and {all_valid:,} "
-        f"validation tokens ({config.tokenizer}, vocabulary "
-        f"{vocabulary_size}; ready in {time.perf_counter() - loading:.1f} "
-        f"s); {steps_per_pass} steps per pass."
-    )
 
+@dataclasses.dataclass
+class _RunData:
+    """The corpus of a run and its ordered segments."""
+
+    corpus: object  # `keras_txl.data.CorpusIds`
+    valid_ids: object  # at most `config.valid_tokens`
+    train: object  # tf.data of (inputs, targets) batches
+    valid: object
+    steps_per_pass: int
+
+    @property
+    def vocabulary_size(self):
+        return int(self.corpus.tokenizer.vocabulary_size())
+
+    @classmethod
+    def load(cls, config, log):
+        """Reads the corpus (the run's saved tokenizer when resuming, else
+        a new one, saved) and cuts it into ordered segments."""
+        from keras_txl import data
+
+        output = config.output
+        batch, length = config.batch_size, config.segment_length
+        loading = time.perf_counter()
+        corpus = load_corpus(
+            config,
+            artifacts.load_tokenizer(output) if config.resume else None,
+            log,
+        )
+        if not config.resume:
+            artifacts.save_tokenizer(corpus.tokenizer, output)
+        vocabulary_size = int(corpus.tokenizer.vocabulary_size())
+        valid_ids = corpus.valid
+        if config.valid_tokens and len(valid_ids) > config.valid_tokens:
+            valid_ids = valid_ids[: config.valid_tokens]
+        valid_batch = eval_batch_size(len(valid_ids), batch, length)
+        run_data = cls(
+            corpus=corpus,
+            valid_ids=valid_ids,
+            train=_segments(
+                corpus.train, batch, length, vocabulary_size, "training"
+            ),
+            valid=_segments(
+                valid_ids, valid_batch, length, vocabulary_size, "validation"
+            ),
+            steps_per_pass=data.num_batches(len(corpus.train), batch, length),
+        )
+        log(
+            f"Corpus: {len(corpus.train):,} training and "
+            f"{len(corpus.valid):,} validation tokens ({config.tokenizer}, "
+            f"vocabulary {vocabulary_size}; ready in "
+            f"{time.perf_counter() - loading:.1f} s); "
+            f"{run_data.steps_per_pass} steps per pass."
+        )
+        return run_data
+
+
+def _compiled_model(config, strategy, run_data, log):
+    """The run's language model, compiled (under `strategy`), and the run
+    configuration saved beside it (`config.json`)."""
+    batch = config.batch_size
+    vocabulary_size = run_data.vocabulary_size
     with _scope(strategy):
         keras.utils.set_random_seed(config.seed)
         lm = build_language_model(config, vocabulary_size)
@@ -244,12 +352,11 @@ def fit_language_model(config, callbacks=(), log=print):
         lm.build()  # its weights, for the budget below
         if strategy is not None:
             strategy.build_memory(lm, batch)
-            train_data = strategy.distribute_dataset(train_data)
     replicas = 1 if strategy is None else strategy.num_replicas
     budget = memory_budget(
         lm,
         batch,
-        length,
+        config.segment_length,
         replicas=replicas,
         dtype=config.dtype_policy,
     )
@@ -270,26 +377,20 @@ def fit_language_model(config, callbacks=(), log=print):
         f"({'compiled' if lm.jit_compile else 'not compiled'}), "
         f"{config.steps_per_execution} step(s) per execution."
     )
-    config_path = os.path.join(output, artifacts.CONFIG_FILE)
-    artifacts.write_json(config_path, run_config)
-    start_step, losses = 0, []
-    if config.resume:
-        with _scope(strategy):
-            state = TrainingCheckpoint.restore(
-                lm, checkpoint_dir, batch, strategy
-            )
-        start_step, losses = state["step"], state["train_loss"]
-        log(f"Resuming at step {start_step} of {config.steps}.")
-
-    history = StepHistory(
-        batch * length,
-        initial_step=start_step,
-        total_steps=config.steps,
-        losses=losses,
+    artifacts.write_json(
+        os.path.join(config.output, artifacts.CONFIG_FILE), run_config
     )
+    return lm, run_config
+
+
+def _logging_callbacks(config, history, valid_data, log):
+    """`(callbacks, validation)`: the step CSV, validation every
+    `--validate-every` steps (`validation`, else None) and TensorBoard."""
     logging = [
         StepCSVLogger(
-            os.path.join(output, STEPS_CSV), history, append=config.resume
+            os.path.join(config.output, STEPS_CSV),
+            history,
+            append=config.resume,
         )
     ]
     validation = None
@@ -308,55 +409,7 @@ def fit_language_model(config, callbacks=(), log=print):
             keras.callbacks.TensorBoard(config.tensorboard, update_freq=1)
         )
         log(f"TensorBoard logs: tensorboard --logdir {config.tensorboard}")
-    train_seconds = 0.0
-    guard = NanGuard(verbose=False)
-    checkpoint = TrainingCheckpoint(
-        checkpoint_dir, history, run_config, strategy
-    )
-    if start_step < config.steps:
-        per_epoch = min(config.steps_per_epoch, config.steps)
-        fit_started = time.perf_counter()
-        with _scope(strategy):
-            lm.fit(
-                train_data.repeat().skip(start_step),
-                steps_per_epoch=per_epoch,
-                epochs=math.ceil(config.steps / per_epoch),
-                initial_epoch=start_step // per_epoch,
-                verbose=config.verbose,
-                shuffle=False,
-                callbacks=[
-                    MemoryReset(steps_per_pass, initial_step=start_step),
-                    history,
-                    guard,
-                    checkpoint,
-                    *logging,
-                    *callbacks,
-                ],
-            )
-        train_seconds = time.perf_counter() - fit_started
-    if guard.step is not None:
-        raise _diverged(guard, checkpoint, start_step, config)
-    finished = history.step >= config.steps
-    if not finished:
-        # A callback stopped the run; its checkpoint is the step reached.
-        log(
-            f"Stopped at step {history.step} of {config.steps}: continue "
-            f"with `keras-txl train --output {output} --resume`."
-        )
-    return {
-        "lm": lm,
-        "tokenizer": tokenizer,
-        "corpus": corpus,
-        "config": config,
-        "run_config": run_config,
-        "history": history,
-        "train_ids": train_ids,
-        "valid_ids": valid_ids,
-        "valid_data": valid_data,
-        "train_seconds": train_seconds,
-        "finished": finished,
-        "validation": [] if validation is None else validation.results,
-    }
+    return logging, validation
 
 
 def _diverged(guard, checkpoint, start_step, config):
