@@ -7,7 +7,6 @@ from keras_txl.layers.compressive_memory import check_compression
 from keras_txl.layers.compressive_memory import check_loss_weight
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
-from keras_txl.models.transformer_xl_backbone import check_memory_start
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import is_concrete
 
@@ -156,24 +155,17 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
             num_layers, Mc, hidden_dim), "compressed_valid_length":
             (batch,)}` (states of `memory_spec.dtype`, int32 lengths).
         """
-        batch_size = check_positive_int("batch_size", batch_size)
-        if memory_length is None:
-            memory_length = self.memory_length
-        memory_length = check_positive_int(
-            "memory_length", memory_length, allow_zero=True
-        )
         if compressed_memory_length is not None:
             compressed_memory_length = check_positive_int(
                 "compressed_memory_length",
                 compressed_memory_length,
                 allow_zero=True,
             )
-        start = check_memory_start(start)
-        return self.memory_spec.zeros(
+        return self._zero_memory(
             batch_size,
             memory_length,
-            compressed_memory_length,
-            valid_length=memory_length if start == "zeros" else 0,
+            start,
+            compressed_memory_length=compressed_memory_length,
         )
 
     def check_memory(self, memory, batch_size=None):

@@ -405,6 +405,11 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "valid_length": (batch,) int32}` (states of
             `memory_spec.dtype`).
         """
+        return self._zero_memory(batch_size, memory_length, start)
+
+    def _zero_memory(self, batch_size, memory_length, start, **lengths):
+        """`initial_memory`, checked; `lengths`: those of other memories
+        (`MemorySpec.zeros`'s), already checked."""
         batch_size = check_positive_int("batch_size", batch_size)
         if memory_length is None:
             memory_length = self.memory_length
@@ -416,6 +421,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             batch_size,
             memory_length,
             valid_length=memory_length if start == "zeros" else 0,
+            **lengths,
         )
 
     def check_memory(self, memory, batch_size=None):
