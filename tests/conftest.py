@@ -44,6 +44,19 @@ def _clean_keras_state():
     keras.config.set_dtype_policy("float32")
 
 
+@pytest.fixture
+def float64():
+    """Lets a test compute in float64 on every backend: JAX does only with
+    x64 enabled (else silently in float32), TensorFlow and torch always."""
+    if keras.backend.backend() != "jax":
+        yield
+        return
+    import jax
+
+    with jax.enable_x64(True):
+        yield
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """torch's default intra-op threads spin against the other pytest

@@ -215,8 +215,9 @@ class MemorySpec:
     def flatten(self, memory):
         """`{key: numpy array}` of a memory, to save (e.g. `np.savez`).
 
-        The states are float32 arrays whatever `dtype` is: exact for
-        bfloat16 and float16 states, and readable by any numpy."""
+        The states are float32 arrays (float64 for float64 states):
+        exact for bfloat16 and float16 states, and readable by any
+        numpy."""
         return {
             key: _saved_array(memory[key], self.dtype_of(key))
             for key in self.keys
@@ -224,7 +225,8 @@ class MemorySpec:
 
     def unflatten(self, arrays):
         """The memory dict saved by `flatten` (numpy arrays, the states as
-        float32: cast them with `cast`, or write them into a `MemoryState`).
+        float32 or float64: cast them with `cast`, or write them into a
+        `MemoryState`).
 
         `arrays` may lack the compressed memory (a checkpoint written
         before it was saved): the memory then has none, which every
@@ -247,9 +249,12 @@ class MemorySpec:
 
 
 def _saved_dtype(dtype):
-    """The numpy dtype a tensor of `dtype` is saved as: int32 lengths, and
-    float32 states (numpy has no bfloat16 of its own)."""
-    return "int32" if dtype == "int32" else "float32"
+    """The numpy dtype a tensor of `dtype` is saved as: int32 lengths,
+    float64 states as they are, and other states as float32 (exact for
+    float16 and bfloat16; numpy has no bfloat16 of its own)."""
+    if dtype in ("int32", "float64"):
+        return dtype
+    return "float32"
 
 
 def _saved_array(value, dtype):

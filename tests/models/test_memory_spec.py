@@ -62,6 +62,24 @@ def test_flatten_unflatten_round_trip_and_old_checkpoints():
         spec.unflatten({"memory": arrays["memory"]})
 
 
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize(
+    "dtype, saved", [("bfloat16", "float32"), ("float64", "float64")]
+)
+def test_saved_states_lose_no_precision(dtype, saved):
+    # bfloat16 states are saved as float32 (exact; numpy has no bfloat16),
+    # float64 states as float64, not rounded to float32.
+    spec = MemorySpec(2, 8, 4, dtype=dtype)
+    value = np.full((1, 2, 4, 8), 1 / 3)
+    memory = {"memory": value, "valid_length": np.array([4], "int32")}
+    arrays = spec.flatten(spec.cast(memory))
+    assert arrays["memory"].dtype.name == saved
+    back = spec.unflatten(arrays)
+    assert back["memory"].dtype.name == saved
+    exact = ops.convert_to_numpy(ops.cast(spec.cast(memory)["memory"], saved))
+    np.testing.assert_array_equal(back["memory"], exact)
+
+
 def test_backbone_state_and_initial_memory_follow_the_spec():
     backbone = CompressiveTransformerXLBackbone(
         **TINY, compressed_memory_length=3
