@@ -56,6 +56,9 @@ class AblationTransformerXLBackbone(TransformerXLBackbone):
     (2, 4, 16)
     """
 
+    # Generation runs the graph (the ablations' positions and memories).
+    _generates_from_key_values = False
+
     def __init__(
         self,
         position_encoding="relative",

@@ -199,6 +199,15 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         memory_valid_length: optional int tensor of shape `(batch,)`: the
             number of valid memory slots of each example, the last ones.
             `None` means all `M` are valid.
+        memory_key_values: optional tensor of shape `(batch, M,
+            2 * num_heads * head_dim)`: the memory's keys and values as
+            `key_values(memory)` computed them, instead of `memory` (which
+            must then be `None`). Generation keeps them, so that a new token
+            does not project the whole memory again.
+        position_keys: optional tensor of shape `(num_heads, head_dim,
+            M + T + 1)`: `position_keys(position_embedding)`, computed
+            once where many calls share them (generation's steps);
+            `position_embedding` is then not read and may be `None`.
         attention_mask: optional boolean tensor of shape `(batch, T, M + T)`;
             False entries are masked (on top of the masks above).
         use_causal_mask: bool, default True. Whether queries are kept from
@@ -339,27 +348,47 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         use_causal_mask=True,
         return_attention_scores=False,
         training=None,
+        memory_key_values=None,
+        position_keys=None,
     ):
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
-        if memory is None:
+        key_values = None
+        if memory_key_values is not None:
+            if memory is not None:
+                raise ValueError(
+                    "Pass the memory as `memory` (its states) or as "
+                    "`memory_key_values` (its keys and values, from "
+                    "`key_values(memory)`), not both."
+                )
+            key_values = ops.concatenate(
+                [ops.cast(memory_key_values, dtype), self.key_values(query)],
+                axis=1,
+            )  # (batch, K, 2 * heads * head_dim)
+            context = query
+        elif memory is None:
             context = query
         else:
             memory = ops.cast(memory, dtype)
             context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
         query_length = ops.shape(query)[1]
-        key_length = ops.shape(context)[1]
-        rows = position_embedding.shape[0]
+        key_length = ops.shape(context if key_values is None else key_values)[1]
+        if position_keys is None:
+            rows = position_embedding.shape[0]
+            name = "`position_embedding` must have one row"
+        else:
+            rows = position_keys.shape[-1] - 1
+            name = "`position_keys` must have one column (after the first)"
         if (
             isinstance(rows, int)
             and isinstance(key_length, int)
             and rows != key_length
         ):
             raise ValueError(
-                "`position_embedding` must have one row per key, M + T = "
-                f"{key_length} (memory length + segment length). Received "
-                f"{rows} rows. Build it with `RelativePositionEmbedding` "
-                "from the same segment and memory."
+                f"{name} per key, M + T = {key_length} (memory length + "
+                f"segment length). Received {rows}. Build it with "
+                "`RelativePositionEmbedding` from the same segment and "
+                "memory."
             )
         heads = self.num_heads
 
@@ -369,13 +398,14 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         # same for all examples, is one (batch * T, head_dim) x (head_dim,
         # K + 1) matmul per head. Only the small (.., head_dim) tensors
         # are transposed, never the (T, K) scores.
-        position_embedding = ops.cast(position_embedding, dtype)
-        if self._quantized():
-            q, k, v, r = self._quantized_projections(
-                query, context, position_embedding
-            )
+        q = self._queries(query)  # (heads, batch, T, head_dim)
+        if key_values is None:
+            key_values = self.key_values(context)  # (batch, K, 2 * nh)
+        k, v = self._split_key_values(key_values)  # (heads, b, K, hd) each
+        if position_keys is None:
+            r = self.position_keys(position_embedding)  # (heads, hd, K + 1)
         else:
-            q, k, v, r = self._projections(query, context, position_embedding)
+            r = ops.cast(position_keys, dtype)
         scale = 1.0 / math.sqrt(self.head_dim)
 
         # u and v of eq. 4, and the 1 / sqrt(head_dim) of the scores, on
@@ -450,51 +480,71 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             for dense in self._dense_layers()
         )
 
-    def _projections(self, context_query, context, position_embedding):
-        """Queries, keys, values (heads, batch, length, head_dim) and
-        position keys (heads, head_dim, K + 1), from the float kernels in
-        as few matmuls as possible."""
+    def key_values(self, context):
+        """The keys and values of `context` (batch, L, dim), as one tensor
+        `(batch, L, 2 * num_heads * head_dim)`: what `call` attends to,
+        and what `memory_key_values` takes for a memory."""
         dtype = self.compute_dtype
+        context = ops.cast(context, dtype)
+        batch, length = ops.shape(context)[0], ops.shape(context)[1]
+        width = 2 * self.num_heads * self.head_dim
+        if self._quantized():
+            # The (quantized) `EinsumDense` calls.
+            kv = ops.concatenate(
+                [self.key_dense(context), self.value_dense(context)], axis=2
+            )  # (batch, L, 2 * heads, head_dim)
+            return ops.reshape(kv, (batch, length, width))
+        # Keys and values in one matmul with the two kernels side by side.
+        kernel = ops.concatenate(
+            [
+                ops.cast(self.key_dense.kernel, dtype),
+                ops.cast(self.value_dense.kernel, dtype),
+            ],
+            axis=1,
+        )  # (dim, 2 * heads, head_dim)
+        kv = ops.matmul(
+            ops.reshape(context, (batch * length, ops.shape(context)[2])),
+            ops.reshape(kernel, (ops.shape(kernel)[0], width)),
+        )  # (batch * L, 2 * heads * head_dim)
+        return ops.reshape(kv, (batch, length, width))
 
-        def kernel(dense):
-            return ops.cast(dense.kernel, dtype)  # (dim, heads, head_dim)
-
-        q = _heads_first(
-            context_query, kernel(self.query_dense)
-        )  # (heads, batch, T, head_dim)
-        # Keys and values in one matmul over the context.
-        kv = _heads_first(
-            context,
-            ops.concatenate(
-                [kernel(self.key_dense), kernel(self.value_dense)], axis=1
-            ),
-        )  # (2 * heads, batch, K, head_dim)
+    def _split_key_values(self, key_values):
+        """Keys and values (heads, batch, K, head_dim) of `key_values`."""
+        batch, length = ops.shape(key_values)[0], ops.shape(key_values)[1]
+        kv = ops.reshape(
+            key_values, (batch, length, 2 * self.num_heads, self.head_dim)
+        )
+        kv = ops.transpose(kv, (2, 0, 1, 3))  # (2 * heads, batch, K, hd)
         # A split, not `kv[:heads]`: see `_shift_padded`.
-        k, v = ops.split(kv, 2, axis=0)  # (heads, batch, K, head_dim) each
-        # A zero row in front of the position embeddings gives the zero
-        # column of the relative shift for free (see `_shift_padded`).
+        return ops.split(kv, 2, axis=0)  # (heads, batch, K, head_dim) each
+
+    def _queries(self, query):
+        """The queries (heads, batch, T, head_dim)."""
+        if self._quantized():
+            return ops.transpose(self.query_dense(query), (2, 0, 1, 3))
+        return _heads_first(
+            query, ops.cast(self.query_dense.kernel, self.compute_dtype)
+        )
+
+    def position_keys(self, position_embedding):
+        """The projected position embeddings `(num_heads, head_dim, K +
+        1)` of `position_embedding` `(K, position_dim)`, with a zero
+        column in front: the zero column of the relative shift, for free
+        (see `_shift_padded`). What `position_keys` takes."""
+        position_embedding = ops.cast(position_embedding, self.compute_dtype)
+        if self._quantized():
+            r = ops.transpose(
+                self.position_dense(position_embedding), (1, 2, 0)
+            )  # (heads, head_dim, K)
+            return ops.pad(r, [[0, 0], [0, 0], [1, 0]])
         position_embedding = ops.pad(
             position_embedding, [[1, 0], [0, 0]]
         )  # (K + 1, position_dim)
-        r = ops.einsum(
-            "kd,dnh->nhk", position_embedding, kernel(self.position_dense)
+        return ops.einsum(
+            "kd,dnh->nhk",
+            position_embedding,
+            ops.cast(self.position_dense.kernel, self.compute_dtype),
         )  # (heads, head_dim, K + 1)
-        return q, k, v, r
-
-    def _quantized_projections(self, context_query, context, position):
-        """`_projections` through the (quantized) `EinsumDense` calls."""
-
-        def heads_first(x):
-            return ops.transpose(x, (2, 0, 1, 3))  # (heads, batch, L, hd)
-
-        q = heads_first(self.query_dense(context_query))
-        k = heads_first(self.key_dense(context))
-        v = heads_first(self.value_dense(context))
-        r = ops.transpose(
-            self.position_dense(position), (1, 2, 0)
-        )  # (heads, head_dim, K)
-        r = ops.pad(r, [[0, 0], [0, 0], [1, 0]])  # (heads, head_dim, K + 1)
-        return q, k, v, r
 
     def get_config(self):
         config = super().get_config()

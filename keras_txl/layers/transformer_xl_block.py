@@ -53,6 +53,14 @@ class TransformerXLBlock(keras.layers.Layer):
         memory_valid_length: optional int tensor of shape `(batch,)`.
         attention_mask: optional boolean tensor of shape `(batch, T, M + T)`.
         training: bool. Dropout is active only when True.
+        memory_key_values: optional tensor of shape `(batch, M,
+            2 * num_heads * head_dim)`: the attention's keys and values of
+            the memory, from `key_values(memory)`, in place of `memory`
+            (generation keeps them instead of projecting the memory again
+            for every new token).
+        position_keys: optional tensor of shape `(num_heads, head_dim,
+            M + T + 1)`: `position_keys(position_embedding)`, computed
+            once for many calls; `position_embedding` is then not read.
 
     Returns:
         A tensor of shape `(batch, T, hidden_dim)`.
@@ -169,6 +177,8 @@ class TransformerXLBlock(keras.layers.Layer):
         memory_valid_length=None,
         attention_mask=None,
         training=None,
+        memory_key_values=None,
+        position_keys=None,
     ):
         x = ops.cast(inputs, self.compute_dtype)  # (batch, T, hidden)
         if memory is not None:
@@ -178,6 +188,16 @@ class TransformerXLBlock(keras.layers.Layer):
             context = None if memory is None else self.attention_norm(memory)
         else:
             query, context = x, memory
+        # Generation's caches, passed only when given: the ablations'
+        # attentions (`AblationTransformerXLBlock`) take neither.
+        caches = {
+            name: value
+            for name, value in (
+                ("memory_key_values", memory_key_values),
+                ("position_keys", position_keys),
+            )
+            if value is not None
+        }
         attended = self.attention(
             query,
             position_embedding,
@@ -185,6 +205,7 @@ class TransformerXLBlock(keras.layers.Layer):
             memory_valid_length=memory_valid_length,
             attention_mask=attention_mask,
             training=training,
+            **caches,
         )  # (batch, T, hidden)
         attended = self.attention_dropout_layer(attended, training=training)
         if self.pre_norm:
@@ -200,6 +221,21 @@ class TransformerXLBlock(keras.layers.Layer):
         if self.pre_norm:
             return h + core
         return self.feedforward_norm(h + core)
+
+    def key_values(self, states):
+        """The attention's keys and values `(batch, L, 2 * num_heads *
+        head_dim)` of states `(batch, L, hidden_dim)` of this layer's input
+        (normalized first with `pre_norm`, as `call` does): what
+        `memory_key_values` takes."""
+        states = ops.cast(states, self.compute_dtype)
+        if self.pre_norm:
+            states = self.attention_norm(states)
+        return self.attention.key_values(states)
+
+    def position_keys(self, position_embedding):
+        """The attention's projected `position_embedding`: what
+        `position_keys` takes (see `RelativeMultiHeadAttention`)."""
+        return self.attention.position_keys(position_embedding)
 
     def compute_output_shape(self, inputs_shape, *args, **kwargs):
         return tuple(inputs_shape)

@@ -60,6 +60,9 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
     [3, 3]
     """
 
+    # Generation runs the graph (a second memory).
+    _generates_from_key_values = False
+
     def __init__(
         self,
         compressed_memory_length,

@@ -509,6 +509,97 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         )
         return outputs["sequence_output"], self.memory_spec.select(outputs)
 
+    # Whether `call_with_key_value_cache` computes what the graph computes.
+    # The variants (other positions, a second memory) generate through
+    # their graph.
+    _generates_from_key_values = True
+
+    def key_value_cache(self, memory):
+        """The memory's keys and values, as `call_with_key_value_cache`
+        reads them: every layer's attention projects its memory once here
+        instead of again for every new token.
+
+        Args:
+            memory: dict `{"memory", "valid_length"}` (from
+                `initial_memory()` or a call).
+
+        Returns:
+            A dict `{"key_values": (batch, num_layers, M, 2 * num_heads *
+            head_dim), "valid_length": (batch,)}`.
+        """
+        states = memory["memory"]  # (batch, L, M, hidden)
+        key_values = [
+            block.key_values(states[:, i])  # (batch, M, 2 * heads * hd)
+            for i, block in enumerate(self.transformer_layers)
+        ]
+        return {
+            "key_values": ops.stack(key_values, axis=1),
+            "valid_length": ops.cast(memory["valid_length"], "int32"),
+        }
+
+    def position_keys(self, segment_length, memory_length):
+        """Every layer's projected relative position embeddings for a
+        segment of `segment_length` tokens after `memory_length` memory
+        slots: a list of `num_layers` tensors `(num_heads, head_dim, M + T +
+        1)`. They depend on the lengths alone, so generation computes them
+        once for all its one-token steps (`call_with_key_value_cache`)."""
+        position = self.position_embedding(
+            ops.zeros((1, segment_length, 1)), ops.zeros((1, memory_length, 1))
+        )  # (M + T, hidden)
+        return [
+            block.position_keys(position) for block in self.transformer_layers
+        ]
+
+    def call_with_key_value_cache(self, token_ids, cache, position_keys=None):
+        """Runs one segment in inference mode from a `key_value_cache`.
+
+        The same outputs as `call_with_memory` on the memory the cache was
+        made from (to float rounding), at the cost of the segment alone:
+        generation's one-token steps then do not project the `M` memory
+        states of every layer again.
+
+        Args:
+            token_ids: int tensor `(batch, T)`.
+            cache: dict from `key_value_cache()` or the previous call.
+            position_keys: optional list from `position_keys(T, M)`, for
+                calls that share them; `None` computes them.
+
+        Returns:
+            A tuple `(sequence_output, new_cache)`: `(batch, T, hidden)`
+            and the cache of the next segment (the last `M` keys and values
+            of each layer).
+        """
+        key_values = cache["key_values"]  # (batch, L, M, 2 * heads * hd)
+        valid_length = cache["valid_length"]  # (batch,)
+        x = self.token_embedding(token_ids)  # (batch, T, hidden)
+        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
+        batch_size, num_layers, memory_length, width = ops.shape(key_values)
+        segment_length = ops.shape(token_ids)[1]
+        if position_keys is None:
+            position_keys = self.position_keys(segment_length, memory_length)
+        new_key_values = []
+        for i, block in enumerate(self.transformer_layers):
+            new_key_values.append(block.key_values(x))  # (b, T, 2 * nh)
+            x = block(
+                x,
+                None,
+                memory_valid_length=valid_length,
+                memory_key_values=key_values[:, i],
+                position_keys=position_keys[i],
+            )  # (batch, T, hidden)
+        joined = ops.concatenate(
+            [key_values, ops.stack(new_key_values, axis=1)], axis=2
+        )  # (batch, L, M + T, 2 * heads * hd)
+        key_values = ops.slice(
+            joined,
+            [0, 0, segment_length, 0],
+            [batch_size, num_layers, memory_length, width],
+        )  # (batch, L, M, 2 * heads * hd): the last M
+        valid_length = ops.minimum(
+            ops.cast(valid_length, "int32") + segment_length, memory_length
+        )  # (batch,)
+        return x, {"key_values": key_values, "valid_length": valid_length}
+
     def quantize(self, mode=None, config=None, filters=None, **kwargs):
         """`keras.Model.quantize`, checked before anything changes.
 

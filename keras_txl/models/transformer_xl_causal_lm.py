@@ -939,12 +939,29 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 cond, body, (position, memory, hidden_states)
             )
 
+        # The new tokens read the memory's keys and values, projected once
+        # here, not again at each step (the plain backbone; its variants
+        # run their graph).
+        backbone = self.backbone
+        if backbone._generates_from_key_values:
+            memory = backbone.key_value_cache(memory)
+            # The same for every step: one token after `memory_length`.
+            position_keys = backbone.position_keys(1, memory_length)
+
+            def step(token, cache):
+                return backbone.call_with_key_value_cache(
+                    token, cache, position_keys
+                )
+
+        else:
+            step = self._generate_segment
+
         def next_logits(prompt, cache, index):
             # One step of length 1: the token before `index`.
             token = ops.slice(
                 prompt, [0, index - 1], [ops.shape(prompt)[0], 1]
             )  # (batch, 1)
-            hidden, cache = self._generate_segment(token, cache)
+            hidden, cache = step(token, cache)
             logits = self.compute_logits(hidden)  # (batch, 1, vocab)
             return logits[:, 0], hidden[:, 0], cache
 

@@ -68,3 +68,25 @@ def test_invalid_arguments(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         TransformerXLBlock(**args)
+
+
+@pytest.mark.torch_ok
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_cached_key_values_give_the_same_output(pre_norm):
+    # `key_values(memory)` normalizes the memory first with pre-norm, as
+    # the call does.
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    memory = 3.0 * rng.normal(size=(2, 5, 8)).astype("float32")
+    position = RelativePositionEmbedding(8)(x, memory)
+    block = TransformerXLBlock(
+        num_heads=2, head_dim=4, intermediate_dim=16, pre_norm=pre_norm
+    )
+    expected = block(x, position, memory=memory)
+    got = block(
+        x,
+        None,
+        memory_key_values=block.key_values(memory),
+        position_keys=block.position_keys(position),
+    )
+    np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-5)

@@ -10,7 +10,7 @@ from keras_txl.models import TransformerXLCausalLM
 VOCABULARY_SIZE = 41
 
 
-def make_lm(seed=2, memory_length=8, sampler="greedy"):
+def make_lm(seed=2, memory_length=8, sampler="greedy", **options):
     """A tiny model with weights drawn by numpy (the same on every
     backend). Normal(0, 1) kernels and embeddings, tied output: greedy
     decoding of this untrained model then moves over several tokens
@@ -23,6 +23,7 @@ def make_lm(seed=2, memory_length=8, sampler="greedy"):
         head_dim=8,
         intermediate_dim=32,
         memory_length=memory_length,
+        **options,
     )
     lm = TransformerXLCausalLM(backbone)
     lm.build()

@@ -1,0 +1,82 @@
+"""Generation's key/value cache: `TransformerXLBackbone.key_value_cache`
+and `call_with_key_value_cache` compute what the graph computes on the
+hidden-state memory, and `generate()` gives the same tokens either way."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_txl.ablation import AblationTransformerXLBackbone
+from keras_txl.models import CompressiveTransformerXLBackbone
+from keras_txl.models import TransformerXLBackbone
+from tests.models.test_generate import make_lm
+from tests.models.test_generate import padded
+from tests.models.test_generate import prompts_of
+from tests.test_case import to_numpy
+
+TINY = dict(
+    vocabulary_size=30,
+    num_layers=3,
+    num_heads=2,
+    hidden_dim=8,
+    head_dim=4,
+    intermediate_dim=16,
+    memory_length=5,
+    initializer_range=0.5,
+)
+
+
+@pytest.mark.torch_ok
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"pre_norm": True}, {"cutoffs": [10, 20], "div_val": 2}],
+    ids=["post_norm", "pre_norm", "adaptive_embedding"],
+)
+@pytest.mark.parametrize("segment_length", [1, 3])
+def test_cache_steps_equal_memory_steps(options, segment_length):
+    # From an empty memory (its slots fill over the first steps) to a full
+    # one that drops its oldest states: 6 segments.
+    keras.utils.set_random_seed(0)
+    backbone = TransformerXLBackbone(**TINY, **options)
+    rng = np.random.default_rng(1)
+    memory = backbone.initial_memory(2)
+    cache = backbone.key_value_cache(memory)
+    for _ in range(6):
+        tokens = rng.integers(0, 30, (2, segment_length)).astype("int32")
+        expected, memory = backbone.call_with_memory(tokens, memory)
+        got, cache = backbone.call_with_key_value_cache(tokens, cache)
+        np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-5)
+        # The cache holds what projecting the new memory gives.
+        projected = backbone.key_value_cache(memory)
+        for key in ("key_values", "valid_length"):
+            np.testing.assert_allclose(
+                to_numpy(cache[key]), to_numpy(projected[key]), atol=1e-5
+            )
+    assert to_numpy(cache["valid_length"]).tolist() == [5, 5]
+    assert tuple(cache["key_values"].shape) == (2, 3, 5, 2 * 2 * 4)
+
+
+def test_position_keys_are_computed_once_per_length():
+    backbone = TransformerXLBackbone(**TINY)
+    keys = backbone.position_keys(1, 5)
+    assert len(keys) == 3
+    assert [tuple(k.shape) for k in keys] == [(2, 4, 7)] * 3
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_generate_gives_the_tokens_of_the_graph(pre_norm):
+    lm = make_lm(seed=5, memory_length=6, pre_norm=pre_norm)
+    prompts = padded(prompts_of([3, 7, 1], seed=4), 20)
+    cached = lm.generate(prompts, stop_token_ids=None)
+    lm.backbone._generates_from_key_values = False
+    lm.generate_function = None  # compiled again, through the graph
+    graph = lm.generate(prompts, stop_token_ids=None)
+    np.testing.assert_array_equal(cached["token_ids"], graph["token_ids"])
+    # The tokens moved: equal outputs say something.
+    assert len(set(np.asarray(cached["token_ids"])[0, 3:].tolist())) > 2
+
+
+def test_the_variants_generate_through_their_graph():
+    assert TransformerXLBackbone._generates_from_key_values
+    assert not CompressiveTransformerXLBackbone._generates_from_key_values
+    assert not AblationTransformerXLBackbone._generates_from_key_values
