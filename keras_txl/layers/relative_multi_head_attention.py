@@ -199,11 +199,11 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         memory_valid_length: optional int tensor of shape `(batch,)`: the
             number of valid memory slots of each example, the last ones.
             `None` means all `M` are valid.
-        memory_key_values: optional tensor of shape `(batch, M,
-            2 * num_heads * head_dim)`: the memory's keys and values as
-            `key_values(memory)` computed them, instead of `memory` (which
-            must then be `None`). Generation keeps them, so that a new token
-            does not project the whole memory again.
+        key_values: optional tensor of shape `(batch, M + T, 2 *
+            num_heads * head_dim)`: the keys and values of `concat(memory,
+            query)` as `key_values()` computes them, in place of `memory`
+            (which must then be `None`). Generation keeps the memory's, so
+            that a new token does not project the whole memory again.
         position_keys: optional tensor of shape `(num_heads, head_dim,
             M + T + 1)`: `position_keys(position_embedding)`, computed
             once where many calls share them (generation's steps);
@@ -348,23 +348,19 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         use_causal_mask=True,
         return_attention_scores=False,
         training=None,
-        memory_key_values=None,
+        key_values=None,
         position_keys=None,
     ):
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
-        key_values = None
-        if memory_key_values is not None:
+        if key_values is not None:
             if memory is not None:
                 raise ValueError(
-                    "Pass the memory as `memory` (its states) or as "
-                    "`memory_key_values` (its keys and values, from "
-                    "`key_values(memory)`), not both."
+                    "Pass the memory as `memory` (its states) or within "
+                    "`key_values` (the keys and values of the memory and "
+                    "the segment, from `key_values()`), not both."
                 )
-            key_values = ops.concatenate(
-                [ops.cast(memory_key_values, dtype), self.key_values(query)],
-                axis=1,
-            )  # (batch, K, 2 * heads * head_dim)
+            key_values = ops.cast(key_values, dtype)  # (batch, K, 2 * nh)
             context = query
         elif memory is None:
             context = query
@@ -483,7 +479,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     def key_values(self, context):
         """The keys and values of `context` (batch, L, dim), as one tensor
         `(batch, L, 2 * num_heads * head_dim)`: what `call` attends to,
-        and what `memory_key_values` takes for a memory."""
+        and what its `key_values` takes."""
         dtype = self.compute_dtype
         context = ops.cast(context, dtype)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
@@ -530,7 +526,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         """The projected position embeddings `(num_heads, head_dim, K +
         1)` of `position_embedding` `(K, position_dim)`, with a zero
         column in front: the zero column of the relative shift, for free
-        (see `_shift_padded`). What `position_keys` takes."""
+        (see `_shift_padded`). What the call's `position_keys` takes."""
         position_embedding = ops.cast(position_embedding, self.compute_dtype)
         if self._quantized():
             r = ops.transpose(

@@ -53,11 +53,11 @@ class TransformerXLBlock(keras.layers.Layer):
         memory_valid_length: optional int tensor of shape `(batch,)`.
         attention_mask: optional boolean tensor of shape `(batch, T, M + T)`.
         training: bool. Dropout is active only when True.
-        memory_key_values: optional tensor of shape `(batch, M,
-            2 * num_heads * head_dim)`: the attention's keys and values of
-            the memory, from `key_values(memory)`, in place of `memory`
-            (generation keeps them instead of projecting the memory again
-            for every new token).
+        key_values: optional tensor of shape `(batch, M + T, 2 *
+            num_heads * head_dim)`: the attention's keys and values of
+            `concat(memory, inputs)`, from `key_values()`, in place of
+            `memory` (generation keeps the memory's instead of projecting
+            the memory again for every new token).
         position_keys: optional tensor of shape `(num_heads, head_dim,
             M + T + 1)`: `position_keys(position_embedding)`, computed
             once for many calls; `position_embedding` is then not read.
@@ -177,7 +177,7 @@ class TransformerXLBlock(keras.layers.Layer):
         memory_valid_length=None,
         attention_mask=None,
         training=None,
-        memory_key_values=None,
+        key_values=None,
         position_keys=None,
     ):
         x = ops.cast(inputs, self.compute_dtype)  # (batch, T, hidden)
@@ -193,7 +193,7 @@ class TransformerXLBlock(keras.layers.Layer):
         caches = {
             name: value
             for name, value in (
-                ("memory_key_values", memory_key_values),
+                ("key_values", key_values),
                 ("position_keys", position_keys),
             )
             if value is not None
@@ -225,8 +225,8 @@ class TransformerXLBlock(keras.layers.Layer):
     def key_values(self, states):
         """The attention's keys and values `(batch, L, 2 * num_heads *
         head_dim)` of states `(batch, L, hidden_dim)` of this layer's input
-        (normalized first with `pre_norm`, as `call` does): what
-        `memory_key_values` takes."""
+        (normalized first with `pre_norm`, as `call` does): what the
+        call's `key_values` takes."""
         states = ops.cast(states, self.compute_dtype)
         if self.pre_norm:
             states = self.attention_norm(states)

@@ -524,8 +524,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 `initial_memory()` or a call).
 
         Returns:
-            A dict `{"key_values": (batch, num_layers, M, 2 * num_heads *
-            head_dim), "valid_length": (batch,)}`.
+            A dict `{"key_values": [(batch, M, 2 * num_heads * head_dim)]
+            * num_layers, "valid_length": (batch,)}`: a tensor per layer,
+            so that a step copies each layer's once (a stacked tensor would
+            be copied again whole).
         """
         states = memory["memory"]  # (batch, L, M, hidden)
         key_values = [
@@ -533,7 +535,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             for i, block in enumerate(self.transformer_layers)
         ]
         return {
-            "key_values": ops.stack(key_values, axis=1),
+            "key_values": key_values,
             "valid_length": ops.cast(memory["valid_length"], "int32"),
         }
 
@@ -569,36 +571,37 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             and the cache of the next segment (the last `M` keys and values
             of each layer).
         """
-        key_values = cache["key_values"]  # (batch, L, M, 2 * heads * hd)
-        valid_length = cache["valid_length"]  # (batch,)
+        valid_length = ops.cast(cache["valid_length"], "int32")  # (batch,)
+        memory_length = ops.shape(cache["key_values"][0])[1]
+        segment_length = ops.shape(token_ids)[1]
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
-        batch_size, num_layers, memory_length, width = ops.shape(key_values)
-        segment_length = ops.shape(token_ids)[1]
         if position_keys is None:
             position_keys = self.position_keys(segment_length, memory_length)
         new_key_values = []
         for i, block in enumerate(self.transformer_layers):
-            new_key_values.append(block.key_values(x))  # (b, T, 2 * nh)
+            memory = cache["key_values"][i]  # (batch, M, 2 * heads * hd)
+            key_values = ops.concatenate(
+                [ops.cast(memory, x.dtype), block.key_values(x)], axis=1
+            )  # (batch, M + T, 2 * heads * head_dim)
             x = block(
                 x,
                 None,
                 memory_valid_length=valid_length,
-                memory_key_values=key_values[:, i],
+                key_values=key_values,
                 position_keys=position_keys[i],
             )  # (batch, T, hidden)
-        joined = ops.concatenate(
-            [key_values, ops.stack(new_key_values, axis=1)], axis=2
-        )  # (batch, L, M + T, 2 * heads * hd)
-        key_values = ops.slice(
-            joined,
-            [0, 0, segment_length, 0],
-            [batch_size, num_layers, memory_length, width],
-        )  # (batch, L, M, 2 * heads * hd): the last M
+            new_key_values.append(
+                ops.slice(
+                    key_values,
+                    [0, segment_length, 0],
+                    ops.shape(memory),
+                )
+            )  # (batch, M, 2 * heads * head_dim): the last M
         valid_length = ops.minimum(
-            ops.cast(valid_length, "int32") + segment_length, memory_length
+            valid_length + segment_length, memory_length
         )  # (batch,)
-        return x, {"key_values": key_values, "valid_length": valid_length}
+        return x, {"key_values": new_key_values, "valid_length": valid_length}
 
     def quantize(self, mode=None, config=None, filters=None, **kwargs):
         """`keras.Model.quantize`, checked before anything changes.

@@ -914,7 +914,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         index = ops.maximum(ops.min(row_lengths), 1)
         prompt_in_memory = index - 1
 
-        def prompt_loop(length):
+        def prompt_loop(length, step):
             def cond(position, memory, hidden_states):
                 return position + length <= prompt_in_memory
 
@@ -922,7 +922,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 segment = ops.slice(
                     token_ids, [0, position], [batch_size, length]
                 )  # (batch, length)
-                hidden, memory = self._generate_segment(segment, memory)
+                hidden, memory = step(segment, memory)
                 hidden_states = ops.slice_update(
                     hidden_states, [0, position, 0], hidden
                 )
@@ -930,22 +930,28 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
 
             return cond, body
 
-        # Whole segments of the prompt first, then its last tokens one by
-        # one (the same computation as segments when the memory holds them).
-        position = ops.zeros((), dtype="int32")
-        for length in (segment_length, 1):
-            cond, body = prompt_loop(length)
-            position, memory, hidden_states = ops.while_loop(
-                cond, body, (position, memory, hidden_states)
-            )
+        def run_prompt(length, step, position, memory, hidden_states):
+            cond, body = prompt_loop(length, step)
+            return ops.while_loop(cond, body, (position, memory, hidden_states))
 
-        # The new tokens read the memory's keys and values, projected once
-        # here, not again at each step (the plain backbone; its variants
-        # run their graph).
+        # Whole segments of the prompt first, through the backbone's graph.
+        position = ops.zeros((), dtype="int32")
+        position, memory, hidden_states = run_prompt(
+            segment_length,
+            self._generate_segment,
+            position,
+            memory,
+            hidden_states,
+        )
+        # Then the prompt's last tokens, in segments of 8 and 1 (the same
+        # computation as whole segments when the memory holds them), and
+        # the new tokens. The plain backbone runs them on its memory's keys
+        # and values, projected once here, not again at each step; its
+        # variants run their graph.
         backbone = self.backbone
         if backbone._generates_from_key_values:
             memory = backbone.key_value_cache(memory)
-            # The same for every step: one token after `memory_length`.
+            # The same for every new token: one token after the memory.
             position_keys = backbone.position_keys(1, memory_length)
 
             def step(token, cache):
@@ -953,8 +959,16 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                     token, cache, position_keys
                 )
 
+            tail = [(8, backbone.call_with_key_value_cache), (1, step)]
         else:
             step = self._generate_segment
+            tail = [(1, step)]
+        for length, run in tail:
+            if isinstance(segment_length, int) and length >= segment_length:
+                continue  # the whole segments took them
+            position, memory, hidden_states = run_prompt(
+                length, run, position, memory, hidden_states
+            )
 
         def next_logits(prompt, cache, index):
             # One step of length 1: the token before `index`.

@@ -197,8 +197,9 @@ def test_tensorflow_same_length_mask(T, M):
 def test_cached_key_values_and_position_keys_give_the_same_output(
     same_length,
 ):
-    # Generation's caches: the memory's keys and values and the projected
-    # position embeddings computed once, not in the call.
+    # Generation's caches: the keys and values of the memory and the
+    # segment, and the projected position embeddings, computed outside
+    # the call.
     layer, embed = _random_layer(same_length=same_length)
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, 3, 8)).astype("float32")
@@ -206,29 +207,27 @@ def test_cached_key_values_and_position_keys_give_the_same_output(
     valid = np.array([5, 2], "int32")
     position = embed(x, memory)  # (8, 8)
     expected = layer(x, position, memory=memory, memory_valid_length=valid)
-    key_values = layer.key_values(memory)
-    assert tuple(key_values.shape) == (2, 5, 2 * 2 * 4)
+    key_values = layer.key_values(np.concatenate([memory, x], axis=1))
+    assert tuple(key_values.shape) == (2, 8, 2 * 2 * 4)
     position_keys = layer.position_keys(position)
     assert tuple(position_keys.shape) == (2, 4, 5 + 3 + 1)
     got = layer(
         x,
         None,
         memory_valid_length=valid,
-        memory_key_values=key_values,
+        key_values=key_values,
         position_keys=position_keys,
     )
     np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-5)
     # Either cache alone as well.
-    alone = layer(
-        x, position, memory_valid_length=valid, memory_key_values=key_values
-    )
+    alone = layer(x, position, memory_valid_length=valid, key_values=key_values)
     np.testing.assert_allclose(to_numpy(alone), to_numpy(expected), atol=1e-5)
     with pytest.raises(ValueError, match="not both"):
-        layer(x, position, memory=memory, memory_key_values=key_values)
+        layer(x, position, memory=memory, key_values=key_values)
     with pytest.raises(ValueError, match="`position_keys` must have one"):
         layer(
             x,
             None,
-            memory_key_values=key_values,
+            key_values=key_values,
             position_keys=layer.position_keys(position[:-1]),
         )

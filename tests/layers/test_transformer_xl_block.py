@@ -73,8 +73,8 @@ def test_invalid_arguments(kwargs, match):
 @pytest.mark.torch_ok
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_cached_key_values_give_the_same_output(pre_norm):
-    # `key_values(memory)` normalizes the memory first with pre-norm, as
-    # the call does.
+    # `key_values()` normalizes the states first with pre-norm, as the
+    # call does.
     rng = np.random.default_rng(4)
     x = rng.normal(size=(2, 3, 8)).astype("float32")
     memory = 3.0 * rng.normal(size=(2, 5, 8)).astype("float32")
@@ -86,7 +86,7 @@ def test_cached_key_values_give_the_same_output(pre_norm):
     got = block(
         x,
         None,
-        memory_key_values=block.key_values(memory),
+        key_values=block.key_values(np.concatenate([memory, x], axis=1)),
         position_keys=block.position_keys(position),
     )
     np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-5)

@@ -133,32 +133,53 @@ def test_mixed_length_prompts_match_each_prompt_alone():
         assert together[row, : len(prompt)].tolist() == prompt
 
 
+def spy_steps(lm):
+    """Records `(token shape, memory shape)` of every backbone step of
+    `generate()`: the graph's (`_generate_segment`, memory states `(batch,
+    L, M, hidden)`) and the key/value cache's (`call_with_key_value_cache`,
+    memory `(batch, M, 2 * heads * head_dim)` per layer)."""
+    calls = []
+    generate_segment = lm._generate_segment
+    cached_step = lm.backbone.call_with_key_value_cache
+
+    def spy_graph(token_ids, memory):
+        shape = tuple(memory["memory"].shape)
+        calls.append((tuple(token_ids.shape), shape[0], shape[2], "graph"))
+        return generate_segment(token_ids, memory)
+
+    def spy_cache(token_ids, cache, position_keys=None):
+        shape = tuple(cache["key_values"][0].shape)
+        calls.append((tuple(token_ids.shape), shape[0], shape[1], "cache"))
+        return cached_step(token_ids, cache, position_keys)
+
+    lm._generate_segment = spy_graph
+    lm.backbone.call_with_key_value_cache = spy_cache
+    return calls
+
+
 @pytest.mark.torch_ok
 def test_memory_and_step_cost_stay_fixed_past_the_memory_length():
-    """Output 3x longer than the memory: every backbone call gets the same
+    """Output 3x longer than the memory: every backbone step gets the same
     fixed-size memory and one token (or a prompt segment), and the tokens
     are those of single-token steps over a sliding memory."""
     memory_length, max_length = 4, 12
     lm = make_lm()
-    calls = []
-    generate_segment = lm._generate_segment
-
-    def spy(token_ids, memory):
-        calls.append((tuple(token_ids.shape), tuple(memory["memory"].shape)))
-        return generate_segment(token_ids, memory)
-
-    lm._generate_segment = spy
-    prompts = [[3, 17, 5], [22, 9]]
+    calls = spy_steps(lm)
+    prompts = [[3, 17, 5], [22, 9, 1, 4, 7]]
     out = lm.generate(
         padded(prompts, max_length),
         stop_token_ids=None,
         memory_length=memory_length,
         segment_length=2,
     )
-    # Traced once per loop under jit, called per step when eager.
-    assert {memory for _, memory in calls} == {(2, 2, memory_length, 16)}
-    assert {tokens for tokens, _ in calls} <= {(2, 2), (2, 1)}
-    assert (2, 1) in {tokens for tokens, _ in calls}
+    # Traced once per loop under jit, called per step when eager. The
+    # prompt's first whole segment runs through the graph, its last token
+    # and the new ones on the cache.
+    assert {call[1:3] for call in calls} == {(2, memory_length)}
+    assert {(call[0], call[3]) for call in calls} == {
+        ((2, 2), "graph"),
+        ((2, 1), "cache"),
+    }
     for row, prompt in enumerate(prompts):
         expected = greedy_by_steps(lm, prompt, max_length, memory_length)
         assert out["token_ids"][row].tolist() == expected
@@ -168,16 +189,17 @@ def test_memory_and_step_cost_stay_fixed_past_the_memory_length():
 
 
 def spy_memory_lengths(lm):
-    """Records the memory length of every `_generate_segment` call."""
-    lengths = []
-    generate_segment = lm._generate_segment
+    """The memory length of every backbone step of `generate()`."""
+    calls = spy_steps(lm)
 
-    def spy(token_ids, memory):
-        lengths.append(int(memory["memory"].shape[2]))
-        return generate_segment(token_ids, memory)
+    class Lengths:
+        def __iter__(self):
+            return iter([call[2] for call in calls])
 
-    lm._generate_segment = spy
-    return lengths
+        def clear(self):
+            calls.clear()
+
+    return Lengths()
 
 
 @pytest.mark.torch_ok
