@@ -21,6 +21,7 @@ from keras_txl.app.presets import PRESETS
 from keras_txl.app.presets import build_language_model
 from keras_txl.app.sampling import generate_text
 from keras_txl.app.sampling import make_sampler
+from keras_txl.app.sampling import prompt_as_read
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.distribute import memory_budget
@@ -737,7 +738,7 @@ def generate(
         sampler=chosen,
         memory_length=memory_length or None,
     )
-    log(prompt + text)
+    log(prompt_as_read(tokenizer, prompt) + text)
     return text
 
 

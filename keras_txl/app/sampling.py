@@ -64,6 +64,17 @@ def make_sampler(name, top_k=None, top_p=None, seed=None):
     )
 
 
+def prompt_as_read(tokenizer, prompt):
+    """`prompt` as the model reads it, `decode(encode(prompt))`: the prompt
+    itself for byte and character tokenizers; for a word tokenizer its
+    words, one space apart, and the end of its line. `generate_text`'s
+    continuation follows it."""
+    from keras_txl.data import decode
+    from keras_txl.data import encode
+
+    return decode(tokenizer, encode(tokenizer, prompt))
+
+
 def generate_text(
     lm, tokenizer, prompt, max_length, sampler=None, memory_length=None
 ):
@@ -89,7 +100,8 @@ def generate_text(
             token attends to.
 
     Returns:
-        The generated text (without the prompt).
+        The generated text, without the prompt: what follows
+        `prompt_as_read(tokenizer, prompt)` in the decoded whole.
     """
     from keras_txl.data import decode
     from keras_txl.data import encode
@@ -114,4 +126,8 @@ def generate_text(
         stop_token_ids=None,
         memory_length=memory_length,
     )
-    return decode(tokenizer, np.asarray(outputs["token_ids"])[0, len(ids) :])
+    # What the whole text adds to the prompt's: a word tokenizer joins
+    # words with spaces (and ends the prompt's line), so the new ids
+    # decoded alone would lose the separator before them.
+    whole = decode(tokenizer, np.asarray(outputs["token_ids"])[0])
+    return whole[len(decode(tokenizer, ids)) :]
