@@ -126,15 +126,25 @@ def attention_allowed(
     return allowed
 
 
-def _heads_first(x, kernel):
-    """`einsum("btd,dnh->nbth")` as one 2-D matmul and a transpose."""
+def _flat_projection(x, kernel):
+    """`einsum("btd,dnh->btnh")`, heads and head_dim flattened, as one 2-D
+    matmul: `(batch, T, heads * head_dim)`."""
     batch, length, dim = ops.shape(x)
     _, heads, head_dim = ops.shape(kernel)
     y = ops.matmul(
         ops.reshape(x, (batch * length, dim)),
         ops.reshape(kernel, (dim, heads * head_dim)),
     )  # (batch * T, heads * head_dim)
-    y = ops.reshape(y, (batch, length, heads, head_dim))
+    return ops.reshape(y, (batch, length, heads * head_dim))
+
+
+def _heads_first(x, kernel):
+    """`einsum("btd,dnh->nbth")` as one 2-D matmul and a transpose."""
+    batch, length, _ = ops.shape(x)
+    _, heads, head_dim = ops.shape(kernel)
+    y = ops.reshape(
+        _flat_projection(x, kernel), (batch, length, heads, head_dim)
+    )
     return ops.transpose(y, (2, 0, 1, 3))  # (heads, batch, T, head_dim)
 
 
@@ -482,14 +492,15 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         and what its `key_values` takes."""
         dtype = self.compute_dtype
         context = ops.cast(context, dtype)
-        batch, length = ops.shape(context)[0], ops.shape(context)[1]
-        width = 2 * self.num_heads * self.head_dim
         if self._quantized():
             # The (quantized) `EinsumDense` calls.
+            batch, length = ops.shape(context)[0], ops.shape(context)[1]
             kv = ops.concatenate(
                 [self.key_dense(context), self.value_dense(context)], axis=2
             )  # (batch, L, 2 * heads, head_dim)
-            return ops.reshape(kv, (batch, length, width))
+            return ops.reshape(
+                kv, (batch, length, 2 * self.num_heads * self.head_dim)
+            )
         # Keys and values in one matmul with the two kernels side by side.
         kernel = ops.concatenate(
             [
@@ -498,11 +509,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             ],
             axis=1,
         )  # (dim, 2 * heads, head_dim)
-        kv = ops.matmul(
-            ops.reshape(context, (batch * length, ops.shape(context)[2])),
-            ops.reshape(kernel, (ops.shape(kernel)[0], width)),
-        )  # (batch * L, 2 * heads * head_dim)
-        return ops.reshape(kv, (batch, length, width))
+        return _flat_projection(context, kernel)  # (b, L, 2 * heads * hd)
 
     def _split_key_values(self, key_values):
         """Keys and values (heads, batch, K, head_dim) of `key_values`."""

@@ -260,8 +260,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         read_memory, read_valid_length = self._extend_read_memory(
             inputs, read_memory, valid_length
         )  # (batch, L, K - T, hidden), (batch,)
-        x = self.token_embedding(token_ids)  # (batch, T, hidden)
-        x = x * ops.cast(math.sqrt(hidden_dim), x.dtype)
+        x = self._embed_tokens(token_ids)  # (batch, T, hidden)
         x, position = self._embed_positions(
             x, read_memory[:, 0]
         )  # (batch, T, hidden), (K, hidden) or None
@@ -314,6 +313,13 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         self.div_val = div_val
         self.embedding_dim = embedding_dim
         self.memory_dtype = memory_dtype
+
+    def _embed_tokens(self, token_ids):
+        """The token embeddings `(batch, T, hidden)`, scaled by
+        sqrt(hidden_dim) as in the authors' code: the graph's and
+        `call_with_key_value_cache`'s first step."""
+        x = self.token_embedding(token_ids)  # (batch, T, hidden)
+        return x * ops.cast(math.sqrt(x.shape[-1]), x.dtype)
 
     # === Hooks of the variants ===
     # `keras_txl.ablation.AblationTransformerXLBackbone` overrides the first
@@ -574,8 +580,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         valid_length = ops.cast(cache["valid_length"], "int32")  # (batch,)
         memory_length = ops.shape(cache["key_values"][0])[1]
         segment_length = ops.shape(token_ids)[1]
-        x = self.token_embedding(token_ids)  # (batch, T, hidden)
-        x = x * ops.cast(math.sqrt(self.hidden_dim), x.dtype)
+        x = self._embed_tokens(token_ids)  # (batch, T, hidden)
         if position_keys is None:
             position_keys = self.position_keys(segment_length, memory_length)
         new_key_values = []

@@ -914,7 +914,10 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         index = ops.maximum(ops.min(row_lengths), 1)
         prompt_in_memory = index - 1
 
-        def prompt_loop(length, step):
+        def run_prompt(length, step, position, memory, hidden_states):
+            """Runs `step` on the prompt's segments of `length` tokens from
+            `position` while they end within `prompt_in_memory`."""
+
             def cond(position, memory, hidden_states):
                 return position + length <= prompt_in_memory
 
@@ -928,10 +931,6 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 )
                 return position + length, memory, hidden_states
 
-            return cond, body
-
-        def run_prompt(length, step, position, memory, hidden_states):
-            cond, body = prompt_loop(length, step)
             return ops.while_loop(cond, body, (position, memory, hidden_states))
 
         # Whole segments of the prompt first, through the backbone's graph.

@@ -1,37 +1,21 @@
 """`keras_txl.app.sampling.generate_text`: the text `keras-txl generate`
 prints after the prompt."""
 
-import keras
 import pytest
 
 from keras_txl import data
 from keras_txl.app.sampling import generate_text
 from keras_txl.app.sampling import prompt_as_read
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
+from tests.reliability.tiny import tiny_lm
 
 TEXT = "the cat sat on the mat\nthe dog sat on the log\n"
 NEW = 5
 
 
-def _lm(vocabulary_size):
-    keras.utils.set_random_seed(0)
-    backbone = TransformerXLBackbone(
-        vocabulary_size=vocabulary_size,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=8,
-        head_dim=4,
-        intermediate_dim=16,
-        memory_length=4,
-    )
-    return TransformerXLCausalLM(backbone)
-
-
 @pytest.mark.parametrize("kind", ["word", "char"])
 def test_prompt_and_continuation_read_as_one_text(kind):
     tokenizer = data.make_tokenizer(kind, TEXT)
-    lm = _lm(tokenizer.vocabulary_size())
+    lm = tiny_lm(vocabulary_size=tokenizer.vocabulary_size())
     prompt = "the cat" if kind == "word" else "the c"
     ids = data.encode(tokenizer, prompt)
     head = prompt_as_read(tokenizer, prompt)  # `keras-txl generate` prints
