@@ -10,6 +10,7 @@ from keras_txl.layers.ablation.ablation_transformer_xl_block import (
 from keras_txl.layers.ablation.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
+from keras_txl.models.transformer_xl_backbone import ABLATION_ARGUMENTS
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_bool
 
@@ -105,6 +106,14 @@ class AblationTransformerXLBackbone(TransformerXLBackbone):
             absolute = ops.flip(self.position_embedding(x), axis=0)  # (T, h)
             x = x + ops.expand_dims(ops.cast(absolute, x.dtype), 0)
         return x, None  # The ablations' attention reads no position input.
+
+    @classmethod
+    def _claims_config(cls, config):
+        # A `TransformerXLBackbone` config with a mechanism taken away.
+        return any(
+            key in config and config[key] != value
+            for key, value in ABLATION_ARGUMENTS.items()
+        )
 
     def get_config(self):
         config = super().get_config()

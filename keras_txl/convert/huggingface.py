@@ -58,15 +58,6 @@ def _read_config(path):
         return json.load(f)
 
 
-def is_huggingface_folder(path):
-    """True when `path` is a folder with a HuggingFace Transformer-XL
-    `config.json` (`model_type` `"transfo-xl"`)."""
-    try:
-        return _read_config(path).get("model_type") == MODEL_TYPE
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def huggingface_config(config):
     """The authors' constructor arguments (as `normalize_config` takes
     them) and HuggingFace's options, from a `config.json` dict."""

@@ -5,6 +5,7 @@ from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
 from keras_txl.layers.relative_multi_head_attention import check_same_length
+from keras_txl.utils.config_variants import ConfigVariants
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
@@ -12,7 +13,7 @@ from keras_txl.utils.validation import check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class TransformerXLBlock(keras.layers.Layer):
+class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
     """One Transformer-XL layer: relative attention over memory, then a
     position-wise feed-forward network, each with a residual connection.
 
@@ -263,15 +264,24 @@ class TransformerXLBlock(keras.layers.Layer):
         )
         return config
 
+    # Subclasses that load configs this block once took (the ablations'
+    # `position_encoding`), each listed when its module is imported.
+    _config_variants = []
+
     @classmethod
     def from_config(cls, config):
         # Configs saved when this block took the ablations' arguments: the
         # paper's setting loads here; the ablations' as their block.
         config = dict(config)
-        if config.get("position_encoding", "relative") != "relative":
-            from keras_txl.layers.ablation import AblationTransformerXLBlock
-
-            return AblationTransformerXLBlock(**config)
-        config.pop("position_encoding", None)
+        variant = cls._config_variant(config)
+        if cls is TransformerXLBlock and variant is not None:
+            return variant.from_config(config)
+        encoding = config.pop("position_encoding", "relative")
+        if encoding != "relative":
+            raise ValueError(
+                f"This config describes an ablation block (position_encoding="
+                f"{encoding!r}): load it after `import keras_txl` (which "
+                "imports `keras_txl.ablation`)."
+            )
         config.pop("max_relative_distance", None)
         return cls(**config)

@@ -203,6 +203,11 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
                     "Pass the memory dict returned by the previous call."
                 )
 
+    @classmethod
+    def _claims_config(cls, config):
+        # A `TransformerXLBackbone` config with a compressed memory.
+        return bool(config.get("compressed_memory_length"))
+
     def get_config(self):
         config = super().get_config()
         config.update(

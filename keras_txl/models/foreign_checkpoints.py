@@ -1,66 +1,64 @@
 """Checkpoints that are not keras-hub presets, as
 `TransformerXLCausalLM.from_preset` loads them: HuggingFace's
 Transformer-XL folders and the authors' TensorFlow checkpoint folders.
-The converters (`keras_txl.convert`) are imported only when one is
-loaded."""
 
-import os
+The loaders live with the converters (`keras_txl/convert/preset_loader.py`)
+and register here when `keras_txl.convert` is imported (`import keras_txl`
+does): the models import no converter, as keras-hub's models import none
+of its `utils/transformers` converters."""
 
-from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
-    TransformerXLCausalLMPreprocessor,
-)
-from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
-from keras_txl.models.transformer_xl_tokenizer import (
-    is_huggingface_transformer_xl,
-)
+# Kind ("HuggingFace", "TensorFlow") -> (detect(preset) -> bool,
+# load(preset) -> (TransformerXLCausalLM, default preprocessor or None)).
+_LOADERS = {}
+
+
+def register_foreign_checkpoint(kind, detect, load):
+    """Lets `from_preset` read checkpoints of `kind`: folders (or handles)
+    for which `detect(preset)` is true load as `load(preset)`, which
+    returns the converted `TransformerXLCausalLM` and the preprocessor it
+    gets unless the caller passes one (or `None`)."""
+    _LOADERS[kind] = (detect, load)
 
 
 def foreign_checkpoint_kind(preset):
-    """`"HuggingFace"`, `"TensorFlow"` (the authors' checkpoint folder) or
-    `None` (a keras-hub preset)."""
-    if is_huggingface_transformer_xl(preset):
-        return "HuggingFace"
-    if _official_checkpoint_path(preset) is not None:
-        return "TensorFlow"
+    """The registered kind of checkpoint `preset` is (`"HuggingFace"`,
+    `"TensorFlow"`), or `None` (a keras-hub preset)."""
+    for kind, (detect, _) in _LOADERS.items():
+        if detect(preset):
+            return kind
     return None
 
 
 def load_foreign_checkpoint(preset, kind, load_weights=True, **kwargs):
     """The `TransformerXLCausalLM` of a checkpoint of `kind` (see
-    `foreign_checkpoint_kind`), converted with its weights, and the
-    preprocessor of its tokenizer (HuggingFace's) unless `preprocessor` is
-    given."""
+    `foreign_checkpoint_kind`), converted with its weights, with the
+    `preprocessor` of `kwargs` or else its loader's."""
     if not load_weights:
         raise ValueError(
             f"`load_weights=False` applies to keras-hub presets; "
             f"{preset!r} is a {kind} checkpoint, converted with its "
             "weights."
         )
-    import keras_txl.convert as convert
-
-    if kind == "HuggingFace":
-        lm = convert.from_huggingface(preset)
-        tokenizer = TransformerXLTokenizer.from_huggingface(preset)
-        preprocessor = kwargs.pop(
-            "preprocessor", TransformerXLCausalLMPreprocessor(tokenizer)
-        )
-    else:
-        # Its config: `config.json` or the `.sh` script beside it.
-        lm = convert.from_official_tensorflow(_official_checkpoint_path(preset))
-        preprocessor = kwargs.pop("preprocessor", None)
+    preprocessor = kwargs.pop("preprocessor", _DEFAULT)
     if kwargs:
         raise ValueError(
             f"Options {sorted(kwargs)} apply to keras-hub presets, not "
             f"to a {kind} checkpoint."
         )
+    lm, default_preprocessor = _LOADERS[kind][1](preset)
     # The converter returns a built model, whose layer tracking is locked;
     # the preprocessor has no weights.
     locked = lm._tracker.locked
     lm._tracker.unlock()
-    lm.preprocessor = preprocessor
+    lm.preprocessor = (
+        default_preprocessor if preprocessor is _DEFAULT else preprocessor
+    )
     if locked:
         lm._tracker.lock()
     return lm
+
+
+_DEFAULT = object()
 
 
 def saved_mixed_policy(preset):
@@ -83,20 +81,3 @@ def saved_mixed_policy(preset):
     if isinstance(name, str) and name.startswith("mixed_"):
         return name
     return None
-
-
-def _official_checkpoint_path(preset):
-    """The checkpoint prefix (`FOLDER/model.ckpt-N`) of a folder of the
-    authors' TensorFlow checkpoint whose config (`config.json` of their
-    `transformer()` arguments, or their one tf/sota `.sh` script) the
-    converter finds; `None` for anything else."""
-    folder = os.fspath(preset) if isinstance(preset, (str, os.PathLike)) else ""
-    if not folder or not os.path.isdir(folder):
-        return None
-    from keras_txl.convert import official_tensorflow
-
-    if not official_tensorflow.is_official_tensorflow_folder(folder):
-        return None
-    if official_tensorflow.find_config(os.path.abspath(folder)) is None:
-        return None
-    return official_tensorflow.find_checkpoint(folder)

@@ -15,6 +15,7 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.quantization import check_quantize
+from keras_txl.utils.config_variants import ConfigVariants
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_memory_dtype
@@ -28,7 +29,7 @@ from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class TransformerXLBackbone(keras_hub.models.Backbone):
+class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
     """Transformer-XL decoder (Dai et al., 2019) with an explicit memory.
 
     A functional Keras model that holds no state. It embeds `token_ids`
@@ -649,6 +650,11 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         )
         return config
 
+    # Subclasses that load configs this class once took (the Compressive
+    # Transformer's and the ablations' arguments), each listed when its
+    # module is imported (`import keras_txl` imports them all).
+    _config_variants = []
+
     @classmethod
     def from_config(cls, config):
         # This class once took the compressive memory's and the ablations'
@@ -658,21 +664,24 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         config = dict(config)
         if cls is not TransformerXLBackbone:
             return super().from_config(config)
-        if config.get("compressed_memory_length"):
-            compressive = keras.saving.get_registered_object(
-                "keras_txl>CompressiveTransformerXLBackbone"
-            )
-            return compressive.from_config(config)
-        for key in COMPRESSIVE_ARGUMENTS:
-            config.pop(key, None)
-        if any(
-            key in config and config[key] != value
+        variant = cls._config_variant(config)
+        if variant is not None:
+            return variant.from_config(config)
+        unknown = {
+            key: config[key]
             for key, value in ABLATION_ARGUMENTS.items()
-        ):
-            from keras_txl.ablation import AblationTransformerXLBackbone
-
-            return AblationTransformerXLBackbone.from_config(config)
-        for key in ABLATION_ARGUMENTS:
+            if key in config and config[key] != value
+        }
+        if config.get("compressed_memory_length"):
+            unknown["compressed_memory_length"] = config[
+                "compressed_memory_length"
+            ]
+        if unknown:
+            raise ValueError(
+                f"This config describes a variant of the backbone ({unknown})"
+                " that is not registered: load it after `import keras_txl`."
+            )
+        for key in COMPRESSIVE_ARGUMENTS + tuple(ABLATION_ARGUMENTS):
             config.pop(key, None)
         return super().from_config(config)
 

@@ -11,10 +11,10 @@ import keras_hub
 import numpy as np
 import pytest
 
-from keras_txl import convert as convert_module
 from keras_txl.app.cli import main
 from keras_txl.app.run import CHECK_SENTENCE
 from keras_txl.app.run import sentence_log_probabilities
+from keras_txl.convert import preset_loader
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLTokenizer
 from tests.models.test_transformer_xl_causal_lm_preprocessor import _lm
@@ -54,8 +54,8 @@ def test_preset_round_trip_is_exact_with_keras_hub(tmp_path):
 
 @pytest.fixture
 def fake_from_huggingface(monkeypatch):
-    """`keras_txl.convert.from_huggingface` stands for the weight
-    converter: a random model of the fixture's vocabulary."""
+    """Stands for the weight converter that `from_preset`'s HuggingFace
+    loader calls: a random model of the fixture's vocabulary."""
     calls = []
 
     def from_huggingface(path):
@@ -66,7 +66,7 @@ def fake_from_huggingface(monkeypatch):
         return lm
 
     monkeypatch.setattr(
-        convert_module, "from_huggingface", from_huggingface, raising=False
+        preset_loader, "from_huggingface", from_huggingface, raising=False
     )
     return calls
 

@@ -108,5 +108,10 @@ class AblationTransformerXLBlock(TransformerXLBlock):
         return config
 
     @classmethod
+    def _claims_config(cls, config):
+        # A `TransformerXLBlock` config of the ablations' positions.
+        return config.get("position_encoding", "relative") != "relative"
+
+    @classmethod
     def from_config(cls, config):
         return cls(**config)

@@ -1,0 +1,62 @@
+"""The checkpoints of other Transformer-XL implementations that
+`TransformerXLCausalLM.from_preset` reads, registered with
+`keras_txl.models.foreign_checkpoints` when this package is imported:
+
+- a HuggingFace Transformer-XL folder or handle (`config.json` with
+  `model_type` `"transfo-xl"`): weights by `from_huggingface`, its
+  tokenizer by `TransformerXLTokenizer.from_huggingface`;
+- a folder of the authors' TensorFlow checkpoint whose config the
+  converter finds: `from_official_tensorflow`, no tokenizer.
+"""
+
+import os
+
+from keras_txl.convert import official_tensorflow
+from keras_txl.convert.huggingface import from_huggingface
+from keras_txl.models.foreign_checkpoints import register_foreign_checkpoint
+from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
+    TransformerXLCausalLMPreprocessor,
+)
+from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
+from keras_txl.models.transformer_xl_tokenizer import (
+    is_huggingface_transformer_xl,
+)
+
+
+def official_checkpoint_path(preset):
+    """The checkpoint prefix (`FOLDER/model.ckpt-N`) of a folder of the
+    authors' TensorFlow checkpoint whose config (`config.json` of their
+    `transformer()` arguments, or their one tf/sota `.sh` script) the
+    converter finds; `None` for anything else."""
+    folder = os.fspath(preset) if isinstance(preset, (str, os.PathLike)) else ""
+    if not folder or not os.path.isdir(folder):
+        return None
+    if not official_tensorflow.is_official_tensorflow_folder(folder):
+        return None
+    if official_tensorflow.find_config(os.path.abspath(folder)) is None:
+        return None
+    return official_tensorflow.find_checkpoint(folder)
+
+
+def _load_huggingface(preset):
+    tokenizer = TransformerXLTokenizer.from_huggingface(preset)
+    lm = from_huggingface(preset)
+    return lm, TransformerXLCausalLMPreprocessor(tokenizer)
+
+
+def _load_official_tensorflow(preset):
+    # Its config: `config.json` or the `.sh` script beside it.
+    lm = official_tensorflow.from_official_tensorflow(
+        official_checkpoint_path(preset)
+    )
+    return lm, None
+
+
+register_foreign_checkpoint(
+    "HuggingFace", is_huggingface_transformer_xl, _load_huggingface
+)
+register_foreign_checkpoint(
+    "TensorFlow",
+    lambda preset: official_checkpoint_path(preset) is not None,
+    _load_official_tensorflow,
+)
