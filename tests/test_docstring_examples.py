@@ -32,8 +32,12 @@ def _public_objects():
                 continue
             if not value.__module__.startswith("keras_txl"):
                 continue
-            key = f"{value.__module__}.{value.__qualname__}"
-            found.setdefault(key, value)
+            # A class and the keras_txl classes it is made of (mixins
+            # such as `TransformerXLGeneration`, whose methods it shows).
+            for part in getattr(value, "__mro__", (value,)):
+                if part.__module__.startswith("keras_txl"):
+                    key = f"{part.__module__}.{part.__qualname__}"
+                    found.setdefault(key, part)
     return sorted(found.items())
 
 

@@ -2,7 +2,8 @@
 
 Read top to bottom; this is the whole path:
 
-1. `TransformerXLCausalLM.fit(...)` (and `evaluate`, `predict`) names
+1. `TransformerXLCausalLM.fit(...)` (and `evaluate`, `predict`: the
+   `CarriedMemory` mixin, below) names
    its arguments (`bind_arguments`, below) and calls `carry_memory` with
    them (token ids only: strings for a preprocessor carry nothing).
 2. `carry_memory` checks the token ids and calls `prepare_memory_carry`,
@@ -32,6 +33,7 @@ import keras
 import numpy as np
 
 from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_data
 
 
@@ -225,3 +227,149 @@ def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
     if not any(isinstance(c, MemoryReset) for c in callbacks):
         callbacks.insert(0, MemoryReset())
     return x, callbacks
+
+
+class CarriedMemory:
+    """The memory that `TransformerXLCausalLM` carries across the batches
+    of `fit`, `evaluate` and `predict` (a mixin before keras-hub's
+    `CausalLM` in its bases): the methods that build it, reset it and
+    ready those calls for it (steps 1 and 2 above)."""
+
+    @property
+    def carried_memory_length(self):
+        """Length of the memory carried between batches: `memory_length`,
+        or the backbone's when it is `None`."""
+        if self.memory_length is None:
+            return self.backbone.memory_length
+        return self.memory_length
+
+    def build_memory(self, batch_size):
+        """Creates the memory carried between batches for `batch_size`
+        streams. Needed only when the first batch has no static batch size
+        (e.g. numpy arrays fed to `fit` on TensorFlow)."""
+        if self.memory_state.has_state:
+            self.memory_state.build(batch_size)  # raises on another size
+            return
+        self.memory_state.build(batch_size)
+        # Functions traced before (e.g. by a `fit` that failed for want of
+        # a batch size) do not know the new variables: trace them again.
+        self.train_function = None
+        self.test_function = None
+        self.predict_function = None
+
+    def reset_memory(self):
+        """Forgets the memory carried between batches."""
+        self.memory_state.reset()
+
+    def with_memory_length(self, memory_length):
+        """A model on the same weights that carries a memory of another
+        length, e.g. to evaluate with a longer memory than in training (the
+        paper's setting) or with none (`memory_length=0`).
+
+        The returned model shares the backbone and the output layer (a
+        change of the weights of one shows in the other) but has its own
+        memory, empty, whose batch size is set by its first batch. It is
+        compiled with the default loss and metrics if this model is
+        compiled.
+
+        Args:
+            memory_length: int >= 0. Length of the carried memory.
+
+        Returns:
+            A `TransformerXLCausalLM`.
+        """
+        memory_length = check_optional_positive_int(
+            "memory_length", memory_length, allow_zero=True
+        )
+        if memory_length is None:
+            raise ValueError(
+                "`memory_length` must be an integer >= 0. Received: None"
+            )
+        if not self.built:
+            self.build()
+        adaptive = self.adaptive_softmax is not None
+        other = type(self)(
+            self.backbone,
+            tie_weights=self.tie_weights,
+            memory_length=memory_length,
+            tie_projections=self.tie_projections if adaptive else None,
+            tail_capacity=self.tail_capacity if adaptive else None,
+            cluster_order=self.cluster_order,
+            preprocessor=self.preprocessor,
+            name=f"{self.name}_memory_{memory_length}",
+        )
+        # Share the output layer: the same variables, not copies.
+        if adaptive:
+            # The unbuilt softmax of the constructor leaves the model.
+            other._tracker.untrack(other.adaptive_softmax)
+            other.adaptive_softmax = self.adaptive_softmax
+        else:
+            other.output_bias = self.output_bias
+            if not self.tie_weights:
+                other.output_kernel = self.output_kernel
+        other.built = True
+        if self.compiled:
+            other.compile()
+        return other
+
+    def _carried_memory_arguments(self, method, args, kwargs):
+        """The arguments of `method` (Keras's `fit`, `evaluate` or
+        `predict`), by name, readied for the carried memory (see
+        `keras_txl/models/memory_carry.py`)."""
+        arguments = bind_arguments(method, args, kwargs)
+        if self.preprocessor is not None and is_text(arguments.get("x")):
+            return arguments  # Independent strings: no memory carried.
+        return carry_memory(self, arguments)
+
+    def fit(self, *args, **kwargs):
+        """`fit` of `keras_hub` tasks, carrying the memory from batch to
+        batch.
+
+        Also builds the memory for the batch size of `x`, checks that it
+        stays the same (on every backend), and adds a `MemoryReset`
+        callback unless `callbacks` holds one. `validation_data` must have
+        the same batch size (it uses the same memory, reset before and put
+        back after); evaluate other batch sizes with `with_memory_length`.
+        """
+        return super().fit(
+            **self._carried_memory_arguments(super().fit, args, kwargs)
+        )
+
+    def evaluate(self, *args, **kwargs):
+        """`evaluate`, carrying the memory from batch to batch from an
+        empty one (see `fit`)."""
+        return super().evaluate(
+            **self._carried_memory_arguments(super().evaluate, args, kwargs)
+        )
+
+    def predict(self, *args, **kwargs):
+        """`predict`, carrying the memory from batch to batch from an empty
+        one (see `fit`). Returns float32 logits."""
+        return super().predict(
+            **self._carried_memory_arguments(super().predict, args, kwargs)
+        )
+
+
+def is_text(x):
+    """Whether `x` (data given to `fit`, `evaluate`, `predict` or met by
+    `preprocess_samples`) holds strings rather than token ids."""
+    if isinstance(x, (tuple, list)) and x and not hasattr(x, "shape"):
+        if isinstance(x[0], (str, bytes)):
+            return True
+        if isinstance(x, tuple):
+            return is_text(x[0])
+    if isinstance(x, (str, bytes)):
+        return True
+    if isinstance(x, dict):
+        return False
+    spec = getattr(x, "element_spec", None)  # a tf.data.Dataset
+    if spec is not None:
+        while isinstance(spec, (tuple, list)) and spec:
+            spec = spec[0]
+        dtype = getattr(spec, "dtype", None)
+        return dtype is not None and getattr(dtype, "name", "") == "string"
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return False
+    name = getattr(dtype, "name", str(dtype))
+    return name == "string" or getattr(dtype, "kind", None) in ("O", "U", "S")

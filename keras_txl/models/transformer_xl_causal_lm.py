@@ -1,6 +1,5 @@
 import keras
 import keras_hub
-import numpy as np
 from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
@@ -8,20 +7,17 @@ from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
-from keras_txl.models.compressive_transformer_xl_backbone import (
-    CompressiveTransformerXLBackbone,
-)
 from keras_txl.models.foreign_checkpoints import foreign_checkpoint_kind
 from keras_txl.models.foreign_checkpoints import load_foreign_checkpoint
 from keras_txl.models.foreign_checkpoints import saved_mixed_policy
-from keras_txl.models.memory_carry import bind_arguments
-from keras_txl.models.memory_carry import carry_memory
+from keras_txl.models.memory_carry import CarriedMemory
+from keras_txl.models.memory_carry import is_text
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
-from keras_txl.models.transformer_xl_backbone import check_memory_start
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
+from keras_txl.models.transformer_xl_generation import TransformerXLGeneration
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
@@ -30,7 +26,9 @@ from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class TransformerXLCausalLM(keras_hub.models.CausalLM):
+class TransformerXLCausalLM(
+    CarriedMemory, TransformerXLGeneration, keras_hub.models.CausalLM
+):
     """Transformer-XL language model: a backbone and an output layer.
 
     Two ways to call it:
@@ -202,14 +200,6 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
                 name="reconstruction_loss"
             )
 
-    @property
-    def carried_memory_length(self):
-        """Length of the memory carried between batches: `memory_length`,
-        or the backbone's when it is `None`."""
-        if self.memory_length is None:
-            return self.backbone.memory_length
-        return self.memory_length
-
     def build(self, input_shape=None):
         if self.built:
             return
@@ -259,20 +249,6 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
             shape = {key: [None, *value[1:]] for key, value in shape.items()}
             config = {**config, "input_shape": shape}
         super().build_from_config(config)
-
-    def build_memory(self, batch_size):
-        """Creates the memory carried between batches for `batch_size`
-        streams. Needed only when the first batch has no static batch size
-        (e.g. numpy arrays fed to `fit` on TensorFlow)."""
-        if self.memory_state.has_state:
-            self.memory_state.build(batch_size)  # raises on another size
-            return
-        self.memory_state.build(batch_size)
-        # Functions traced before (e.g. by a `fit` that failed for want of
-        # a batch size) do not know the new variables: trace them again.
-        self.train_function = None
-        self.test_function = None
-        self.predict_function = None
 
     def compute_logits(self, hidden_states):
         """Float32 logits `(batch, T, vocabulary_size)` of hidden states
@@ -386,18 +362,11 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         """Logits of examples that share no memory (see the preprocessor):
         a memory of zero slots, and the carried one left as it is."""
         token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
-        batch_size = ops.shape(token_ids)[0]
         backbone = self.backbone
-        memory = {
-            "memory": ops.zeros(
-                (batch_size, backbone.num_layers, 0, backbone.hidden_dim),
-                dtype=backbone.memory_spec.dtype,
-            ),  # (batch, layers, 0, hidden)
-            "valid_length": ops.zeros((batch_size,), dtype="int32"),
-        }
-        if backbone.memory_spec.compressive:
-            memory["compressed_memory"] = memory["memory"]
-            memory["compressed_valid_length"] = memory["valid_length"]
+        # No slot in either memory (the compressed one too, if any).
+        memory = backbone.memory_spec.zeros(
+            ops.shape(token_ids)[0], memory_length=0, compressed_memory_length=0
+        )
         outputs = backbone(
             {"token_ids": ops.cast(token_ids, "int32"), **memory},
             training=training,
@@ -408,7 +377,7 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         """The preprocessor's work on strings; token ids (and anything
         else) pass through, so ordered segments keep their carried memory
         with a preprocessor attached."""
-        if self.preprocessor is None or not _is_text(x):
+        if self.preprocessor is None or not is_text(x):
             return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
         return super().preprocess_samples(x, y, sample_weight)
 
@@ -545,61 +514,6 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         )
         return outputs["logits"], self.backbone.memory_spec.select(outputs)
 
-    def reset_memory(self):
-        """Forgets the memory carried between batches."""
-        self.memory_state.reset()
-
-    def with_memory_length(self, memory_length):
-        """A model on the same weights that carries a memory of another
-        length, e.g. to evaluate with a longer memory than in training (the
-        paper's setting) or with none (`memory_length=0`).
-
-        The returned model shares the backbone and the output layer (a
-        change of the weights of one shows in the other) but has its own
-        memory, empty, whose batch size is set by its first batch. It is
-        compiled with the default loss and metrics if this model is
-        compiled.
-
-        Args:
-            memory_length: int >= 0. Length of the carried memory.
-
-        Returns:
-            A `TransformerXLCausalLM`.
-        """
-        memory_length = check_optional_positive_int(
-            "memory_length", memory_length, allow_zero=True
-        )
-        if memory_length is None:
-            raise ValueError(
-                "`memory_length` must be an integer >= 0. Received: None"
-            )
-        if not self.built:
-            self.build()
-        adaptive = self.adaptive_softmax is not None
-        other = TransformerXLCausalLM(
-            self.backbone,
-            tie_weights=self.tie_weights,
-            memory_length=memory_length,
-            tie_projections=self.tie_projections if adaptive else None,
-            tail_capacity=self.tail_capacity if adaptive else None,
-            cluster_order=self.cluster_order,
-            preprocessor=self.preprocessor,
-            name=f"{self.name}_memory_{memory_length}",
-        )
-        # Share the output layer: the same variables, not copies.
-        if adaptive:
-            # The unbuilt softmax of the constructor leaves the model.
-            other._tracker.untrack(other.adaptive_softmax)
-            other.adaptive_softmax = self.adaptive_softmax
-        else:
-            other.output_bias = self.output_bias
-            if not self.tie_weights:
-                other.output_kernel = self.output_kernel
-        other.built = True
-        if self.compiled:
-            other.compile()
-        return other
-
     def compile(
         self,
         optimizer="auto",
@@ -655,355 +569,6 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def _carried_memory_arguments(self, method, args, kwargs):
-        """The arguments of `method` (Keras's `fit`, `evaluate` or
-        `predict`), by name, readied for the carried memory (see
-        `keras_txl/models/memory_carry.py`)."""
-        arguments = bind_arguments(method, args, kwargs)
-        if self.preprocessor is not None and _is_text(arguments.get("x")):
-            return arguments  # Independent strings: no memory carried.
-        return carry_memory(self, arguments)
-
-    def fit(self, *args, **kwargs):
-        """`fit` of `keras_hub` tasks, carrying the memory from batch to
-        batch.
-
-        Also builds the memory for the batch size of `x`, checks that it
-        stays the same (on every backend), and adds a `MemoryReset`
-        callback unless `callbacks` holds one. `validation_data` must have
-        the same batch size (it uses the same memory, reset before and put
-        back after); evaluate other batch sizes with `with_memory_length`.
-        """
-        return super().fit(
-            **self._carried_memory_arguments(super().fit, args, kwargs)
-        )
-
-    def evaluate(self, *args, **kwargs):
-        """`evaluate`, carrying the memory from batch to batch from an
-        empty one (see `fit`)."""
-        return super().evaluate(
-            **self._carried_memory_arguments(super().evaluate, args, kwargs)
-        )
-
-    def predict(self, *args, **kwargs):
-        """`predict`, carrying the memory from batch to batch from an empty
-        one (see `fit`). Returns float32 logits."""
-        return super().predict(
-            **self._carried_memory_arguments(super().predict, args, kwargs)
-        )
-
-    def generate(
-        self,
-        inputs,
-        max_length=None,
-        stop_token_ids="auto",
-        strip_prompt=False,
-        memory_length=None,
-        segment_length=None,
-        memory_start="empty",
-    ):
-        """Generates tokens after prompts, reusing the memory.
-
-        The `keras_hub.models.CausalLM.generate()` of keras-hub, with two
-        more arguments. The prompt is run through the backbone in segments
-        of `segment_length` tokens, each attending to the memory of the
-        ones before it; then every new token is ONE step of length 1 that
-        attends to the memory: the cost of a token is `O(memory_length)`,
-        and the text before it is never recomputed. The memory is carried
-        as loop state (no variable is assigned), so this works under
-        `jit` on every backend. The sampler is the one given to
-        `compile(sampler=...)` (greedy, top-k, top-p, random, beam, ...).
-
-        Prompts of different lengths share a batch as keras-hub pads them:
-        on the right, with `padding_mask` True on prompt tokens. Prompt
-        tokens up to the shortest prompt are run in segments; from there
-        every row advances one token per step, keeping its own prompt
-        tokens until they run out (as keras-hub's samplers do), so padding
-        never enters the memory and every row's memory holds exactly the
-        tokens before it. Each prompt needs at least one token (a start
-        token, for instance); left-padded or empty prompts given as arrays
-        raise a `ValueError`.
-
-        By default the memory is the model's own (`memory_length` of the
-        model, else of its backbone): a token attends to the
-        `memory_length` positions before it at every layer, as
-        Transformer-XL does in evaluation, so the cost of a token and the
-        memory size do not grow with `max_length`. A longer memory is an
-        argument, as in evaluation (`with_memory_length`); with
-        `memory_length >= max_length` every token attends to the whole
-        context: the tokens are those of a model that recomputes the
-        whole prefix at every step. A model without memory (length 0)
-        generates with the whole context.
-
-        Args:
-            inputs: strings when a `preprocessor` is attached, or a dict
-                `{"token_ids", "padding_mask"}` of `(batch, max_length)`
-                tensors, right-padded to the length to generate to (with
-                or without a preprocessor: ids are not tokenized again,
-                and ids come back).
-            max_length: int. Length to generate to, when a `preprocessor`
-                pads the prompts (otherwise the padded length of `inputs`).
-            stop_token_ids: `"auto"` (the tokenizer's end token), `None`
-                or a tuple of token ids that end a row.
-            strip_prompt: bool. Return only the new tokens.
-            memory_length: int >= 1 or `None`. Memory slots of the
-                generation; `None` uses the model's memory length (the
-                whole context, `max_length`, if it is 0).
-            segment_length: int >= 1 or `None`. Length of the segments in
-                which the prompt is run; `None` uses 64.
-            memory_start: `"empty"` (default) or `"zeros"`: the memory
-                before the prompt, as `backbone.initial_memory(start=...)`.
-                `"zeros"` attends to `memory_length` zero vectors, as the
-                authors' TensorFlow code and HuggingFace do.
-
-        Returns:
-            Like `keras_hub.models.CausalLM.generate()`: strings with a
-            `preprocessor`, otherwise `{"token_ids", "padding_mask"}`
-            where `padding_mask` is False after a row's stop token.
-
-        Example:
-
-        >>> import numpy as np
-        >>> backbone = TransformerXLBackbone(
-        ...     vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
-        ...     head_dim=8, intermediate_dim=32, memory_length=8,
-        ... )
-        >>> lm = TransformerXLCausalLM(backbone)
-        >>> lm.compile(sampler="greedy")
-        >>> prompt = {
-        ...     "token_ids": np.array([[5, 6, 7, 0, 0, 0], [8, 9, 0, 0, 0, 0]]),
-        ...     "padding_mask": np.array([[1, 1, 1, 0, 0, 0],
-        ...                               [1, 1, 0, 0, 0, 0]], dtype=bool),
-        ... }
-        >>> out = lm.generate(prompt, stop_token_ids=None, memory_length=4)
-        >>> out["token_ids"].shape, out["token_ids"][:, 0].tolist()
-        ((2, 6), [5, 8])
-        """
-        options = (
-            check_optional_positive_int("memory_length", memory_length),
-            check_optional_positive_int("segment_length", segment_length),
-            check_memory_start(memory_start),
-        )
-        backbone = self.backbone
-        if (
-            isinstance(backbone, CompressiveTransformerXLBackbone)
-            and backbone.compression_rate > 1
-        ):
-            raise ValueError(
-                "`generate()` feeds one token at a time, and a compressive "
-                "memory compresses segments of a multiple of "
-                f"`compression_rate` (={backbone.compression_rate}). Sample "
-                "with `call_with_memory` on such segments, or use a backbone "
-                "with compression_rate=1."
-            )
-        if isinstance(inputs, dict) and "padding_mask" in inputs:
-            _check_prompt_padding(inputs["padding_mask"])
-        preprocessor = self.preprocessor
-        if stop_token_ids == "auto" and preprocessor is not None:
-            end = getattr(preprocessor.tokenizer, "end_token_id", None)
-            # No end token (e.g. the character tokenizer): never stop.
-            stop_token_ids = None if end is None else (end,)
-        if preprocessor is not None and isinstance(inputs, dict):
-            # Token ids already: keras-hub would tokenize them again. The
-            # attribute is swapped under the tracker, which keeps the layer.
-            object.__setattr__(self, "_preprocessor", None)
-            try:
-                return self.generate(
-                    inputs,
-                    max_length=max_length,
-                    stop_token_ids=stop_token_ids,
-                    strip_prompt=strip_prompt,
-                    memory_length=memory_length,
-                    segment_length=segment_length,
-                    memory_start=memory_start,
-                )
-            finally:
-                object.__setattr__(self, "_preprocessor", preprocessor)
-        if options != getattr(self, "_generate_options", (None, None, "empty")):
-            # The lengths are read when the generate function is traced.
-            self._generate_options = options
-            self.generate_function = None
-        if not self.built:
-            self.build()
-        return super().generate(
-            inputs,
-            max_length=max_length,
-            stop_token_ids=stop_token_ids,
-            strip_prompt=strip_prompt,
-        )
-
-    def make_generate_function(self):
-        """keras-hub's generation function, compiled with XLA on
-        TensorFlow as it is on JAX.
-
-        keras-hub compiles TensorFlow generation with the model's
-        `jit_compile`, which Keras resolves to False on a machine without
-        accelerators (`"auto"`), so generation would run op by op: the
-        loop of single-token steps is the case XLA helps most. Here it is
-        compiled with XLA unless the model was compiled with
-        `jit_compile=False` explicitly, or `run_eagerly=True`.
-        """
-        if self.generate_function is not None:
-            return self.generate_function
-        if keras.config.backend() != "tensorflow" or not getattr(
-            self, "_generate_with_xla", True
-        ):
-            return super().make_generate_function()
-        resolved = self._jit_compile
-        # XLA unless a layer cannot be compiled (Keras's own check).
-        self._jit_compile = all(
-            getattr(layer, "supports_jit", True)
-            for layer in self._flatten_layers()
-        )
-        try:
-            return super().make_generate_function()
-        finally:
-            self._jit_compile = resolved
-
-    def _generate_segment(self, token_ids, memory):
-        """One backbone pass for generation: `(hidden, new_memory)`."""
-        outputs = self.backbone(
-            {"token_ids": token_ids, **memory}, training=False
-        )
-        return outputs["sequence_output"], self.backbone.memory_spec.select(
-            outputs
-        )
-
-    def generate_step(self, inputs, stop_token_ids=None):
-        """Generates one batch (compilable; called by `generate()`).
-
-        Args:
-            inputs: dict `{"token_ids", "padding_mask"}` of `(batch,
-                max_length)` tensors, prompts right-padded.
-            stop_token_ids: tuple of token ids that end a row, or `None`.
-
-        Returns:
-            A dict `{"token_ids", "padding_mask"}` of `(batch, max_length)`
-            tensors.
-        """
-        token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
-        padding_mask = ops.cast(inputs["padding_mask"], "bool")
-        batch_size, max_length = ops.shape(token_ids)
-        memory_length, segment_length, memory_start = getattr(
-            self, "_generate_options", (None, None, "empty")
-        )
-        if memory_length is None:
-            # The model's own memory: the cost of a token stays flat in
-            # `max_length`. Without memory, the whole context.
-            memory_length = self.carried_memory_length or max_length
-        if segment_length is None:
-            segment_length = 64
-        if isinstance(max_length, int):
-            segment_length = min(segment_length, max_length)
-        # A memory of `memory_length` zero slots, empty (or, with
-        # memory_start="zeros", attended to), and the compressed memory of
-        # the backbone's (compressive with compression_rate=1).
-        memory = self.backbone.memory_spec.zeros(
-            batch_size,
-            memory_length,
-            valid_length=memory_length if memory_start == "zeros" else 0,
-        )
-        hidden_states = ops.zeros(
-            (batch_size, max_length, self.backbone.hidden_dim),
-            dtype=self.backbone.compute_dtype,
-        )  # (batch, max_len, hidden), for the contrastive sampler
-        row_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=-1)
-        # The sampler starts at the first position after the shortest
-        # prompt; it feeds the token before it, so the memory must hold
-        # the `index - 1` tokens before that one.
-        index = ops.maximum(ops.min(row_lengths), 1)
-        prompt_in_memory = index - 1
-
-        def run_prompt(length, step, position, memory, hidden_states):
-            """Runs `step` on the prompt's segments of `length` tokens from
-            `position` while they end within `prompt_in_memory`."""
-
-            def cond(position, memory, hidden_states):
-                return position + length <= prompt_in_memory
-
-            def body(position, memory, hidden_states):
-                segment = ops.slice(
-                    token_ids, [0, position], [batch_size, length]
-                )  # (batch, length)
-                hidden, memory = step(segment, memory)
-                hidden_states = ops.slice_update(
-                    hidden_states, [0, position, 0], hidden
-                )
-                return position + length, memory, hidden_states
-
-            return ops.while_loop(cond, body, (position, memory, hidden_states))
-
-        # Whole segments of the prompt first, through the backbone's graph.
-        position = ops.zeros((), dtype="int32")
-        position, memory, hidden_states = run_prompt(
-            segment_length,
-            self._generate_segment,
-            position,
-            memory,
-            hidden_states,
-        )
-        # Then the prompt's last tokens, in segments of 8 and 1 (the same
-        # computation as whole segments when the memory holds them), and
-        # the new tokens. The plain backbone runs them on its memory's keys
-        # and values, projected once here, not again at each step; its
-        # variants run their graph.
-        backbone = self.backbone
-        if backbone._generates_from_key_values:
-            memory = backbone.key_value_cache(memory)
-            # The same for every new token: one token after the memory.
-            position_keys = backbone.position_keys(1, memory_length)
-
-            def step(token, cache):
-                return backbone.call_with_key_value_cache(
-                    token, cache, position_keys
-                )
-
-            tail = [(8, backbone.call_with_key_value_cache), (1, step)]
-        else:
-            step = self._generate_segment
-            tail = [(1, step)]
-        for length, run in tail:
-            if isinstance(segment_length, int) and length >= segment_length:
-                continue  # the whole segments took them
-            position, memory, hidden_states = run_prompt(
-                length, run, position, memory, hidden_states
-            )
-
-        def next_logits(prompt, cache, index):
-            # One step of length 1: the token before `index`.
-            token = ops.slice(
-                prompt, [0, index - 1], [ops.shape(prompt)[0], 1]
-            )  # (batch, 1)
-            hidden, cache = step(token, cache)
-            logits = self.compute_logits(hidden)  # (batch, 1, vocab)
-            return logits[:, 0], hidden[:, 0], cache
-
-        token_ids = self.sampler(
-            next=next_logits,
-            prompt=token_ids,
-            cache=memory,
-            index=index,
-            mask=padding_mask,
-            stop_token_ids=stop_token_ids,
-            hidden_states=hidden_states,
-            model=self,
-        )
-        if stop_token_ids is None:
-            padding_mask = ops.ones_like(token_ids, dtype="bool")
-        else:
-            # A generated stop token ends its row: later positions become
-            # padding.
-            is_stop = ops.zeros_like(token_ids, dtype="bool")
-            for stop_id in stop_token_ids:
-                is_stop = ops.logical_or(is_stop, ops.equal(token_ids, stop_id))
-            is_stop = ops.cast(
-                ops.logical_and(is_stop, ops.logical_not(padding_mask)),
-                "int32",
-            )  # (batch, max_len)
-            stops_before = ops.cumsum(is_stop, axis=-1) - is_stop
-            padding_mask = stops_before == 0
-        return {"token_ids": token_ids, "padding_mask": padding_mask}
-
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -1025,58 +590,8 @@ class TransformerXLCausalLM(keras_hub.models.CausalLM):
         return super().from_config(config)
 
 
-def _is_text(x):
-    """Whether `x` (data given to `fit`, `evaluate`, `predict` or met by
-    `preprocess_samples`) holds strings rather than token ids."""
-    if isinstance(x, (tuple, list)) and x and not hasattr(x, "shape"):
-        if isinstance(x[0], (str, bytes)):
-            return True
-        if isinstance(x, tuple):
-            return _is_text(x[0])
-    if isinstance(x, (str, bytes)):
-        return True
-    if isinstance(x, dict):
-        return False
-    spec = getattr(x, "element_spec", None)  # a tf.data.Dataset
-    if spec is not None:
-        while isinstance(spec, (tuple, list)) and spec:
-            spec = spec[0]
-        dtype = getattr(spec, "dtype", None)
-        return dtype is not None and getattr(dtype, "name", "") == "string"
-    dtype = getattr(x, "dtype", None)
-    if dtype is None:
-        return False
-    name = getattr(dtype, "name", str(dtype))
-    return name == "string" or getattr(dtype, "kind", None) in ("O", "U", "S")
-
-
 class _PerTokenLoss(keras.losses.Loss):
     """Reduces per-token losses given as `y_pred` like a compiled loss."""
 
     def call(self, y_true, y_pred):
         return y_pred
-
-
-def _check_prompt_padding(padding_mask):
-    """Raises a `ValueError` unless every row of a concrete `padding_mask`
-    is a non-empty run of True followed by False (right padding)."""
-    if not is_concrete(padding_mask):
-        return
-    mask = np.asarray(ops.convert_to_numpy(padding_mask)).astype(bool)
-    if mask.ndim != 2:
-        return
-    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
-    if rows.size:
-        raise ValueError(
-            "Prompts must be right-padded: `padding_mask` True on the "
-            "prompt's tokens, then False. Row "
-            f"{int(rows[0])} has padding before prompt tokens: "
-            f"{mask[rows[0]].astype(int).tolist()}. Move each prompt to "
-            "the start of its row (keras-hub preprocessors do)."
-        )
-    empty = np.flatnonzero(~mask[:, 0]) if mask.shape[1] else []
-    if len(empty):
-        raise ValueError(
-            f"Every prompt needs at least one token; row {int(empty[0])} "
-            "has none. Start it with a start or separator token."
-        )

@@ -1,0 +1,360 @@
+"""Generation of `TransformerXLCausalLM`: keras-hub's `generate()` with
+the memory carried as loop state.
+
+`generate()` checks the prompts and options, keras-hub's `CausalLM`
+runs the loop, and `generate_step` (compiled) runs the prompt in segments
+through the backbone's graph, then the prompt's tail and every new token
+on the memory's keys and values (`TransformerXLBackbone.key_value_cache`),
+one token a step, with keras-hub's sampler. Nothing here assigns a
+variable: the memory is the sampler's `cache`.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_txl.models.transformer_xl_backbone import check_memory_start
+from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import is_concrete
+
+
+class TransformerXLGeneration:
+    """Generation for `TransformerXLCausalLM` (a mixin before keras-hub's
+    `CausalLM` in its bases): `generate`, `generate_step` and the XLA
+    generate function on TensorFlow."""
+
+    def generate(
+        self,
+        inputs,
+        max_length=None,
+        stop_token_ids="auto",
+        strip_prompt=False,
+        memory_length=None,
+        segment_length=None,
+        memory_start="empty",
+    ):
+        """Generates tokens after prompts, reusing the memory.
+
+        The `keras_hub.models.CausalLM.generate()` of keras-hub, with two
+        more arguments. The prompt is run through the backbone in segments
+        of `segment_length` tokens, each attending to the memory of the
+        ones before it; then every new token is ONE step of length 1 that
+        attends to the memory: the cost of a token is `O(memory_length)`,
+        and the text before it is never recomputed. The memory is carried
+        as loop state (no variable is assigned), so this works under
+        `jit` on every backend. The sampler is the one given to
+        `compile(sampler=...)` (greedy, top-k, top-p, random, beam, ...).
+
+        Prompts of different lengths share a batch as keras-hub pads them:
+        on the right, with `padding_mask` True on prompt tokens. Prompt
+        tokens up to the shortest prompt are run in segments; from there
+        every row advances one token per step, keeping its own prompt
+        tokens until they run out (as keras-hub's samplers do), so padding
+        never enters the memory and every row's memory holds exactly the
+        tokens before it. Each prompt needs at least one token (a start
+        token, for instance); left-padded or empty prompts given as arrays
+        raise a `ValueError`.
+
+        By default the memory is the model's own (`memory_length` of the
+        model, else of its backbone): a token attends to the
+        `memory_length` positions before it at every layer, as
+        Transformer-XL does in evaluation, so the cost of a token and the
+        memory size do not grow with `max_length`. A longer memory is an
+        argument, as in evaluation (`with_memory_length`); with
+        `memory_length >= max_length` every token attends to the whole
+        context: the tokens are those of a model that recomputes the
+        whole prefix at every step. A model without memory (length 0)
+        generates with the whole context.
+
+        Args:
+            inputs: strings when a `preprocessor` is attached, or a dict
+                `{"token_ids", "padding_mask"}` of `(batch, max_length)`
+                tensors, right-padded to the length to generate to (with
+                or without a preprocessor: ids are not tokenized again,
+                and ids come back).
+            max_length: int. Length to generate to, when a `preprocessor`
+                pads the prompts (otherwise the padded length of `inputs`).
+            stop_token_ids: `"auto"` (the tokenizer's end token), `None`
+                or a tuple of token ids that end a row.
+            strip_prompt: bool. Return only the new tokens.
+            memory_length: int >= 1 or `None`. Memory slots of the
+                generation; `None` uses the model's memory length (the
+                whole context, `max_length`, if it is 0).
+            segment_length: int >= 1 or `None`. Length of the segments in
+                which the prompt is run; `None` uses 64.
+            memory_start: `"empty"` (default) or `"zeros"`: the memory
+                before the prompt, as `backbone.initial_memory(start=...)`.
+                `"zeros"` attends to `memory_length` zero vectors, as the
+                authors' TensorFlow code and HuggingFace do.
+
+        Returns:
+            Like `keras_hub.models.CausalLM.generate()`: strings with a
+            `preprocessor`, otherwise `{"token_ids", "padding_mask"}`
+            where `padding_mask` is False after a row's stop token.
+
+        Example:
+
+        >>> import numpy as np
+        >>> from keras_txl.models import TransformerXLBackbone
+        >>> from keras_txl.models import TransformerXLCausalLM
+        >>> backbone = TransformerXLBackbone(
+        ...     vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+        ...     head_dim=8, intermediate_dim=32, memory_length=8,
+        ... )
+        >>> lm = TransformerXLCausalLM(backbone)
+        >>> lm.compile(sampler="greedy")
+        >>> prompt = {
+        ...     "token_ids": np.array([[5, 6, 7, 0, 0, 0], [8, 9, 0, 0, 0, 0]]),
+        ...     "padding_mask": np.array([[1, 1, 1, 0, 0, 0],
+        ...                               [1, 1, 0, 0, 0, 0]], dtype=bool),
+        ... }
+        >>> out = lm.generate(prompt, stop_token_ids=None, memory_length=4)
+        >>> out["token_ids"].shape, out["token_ids"][:, 0].tolist()
+        ((2, 6), [5, 8])
+        """
+        options = (
+            check_optional_positive_int("memory_length", memory_length),
+            check_optional_positive_int("segment_length", segment_length),
+            check_memory_start(memory_start),
+        )
+        backbone = self.backbone
+        if getattr(backbone, "compression_rate", 1) > 1:
+            raise ValueError(
+                "`generate()` feeds one token at a time, and a compressive "
+                "memory compresses segments of a multiple of "
+                f"`compression_rate` (={backbone.compression_rate}). Sample "
+                "with `call_with_memory` on such segments, or use a backbone "
+                "with compression_rate=1."
+            )
+        if isinstance(inputs, dict) and "padding_mask" in inputs:
+            check_prompt_padding(inputs["padding_mask"])
+        preprocessor = self.preprocessor
+        if stop_token_ids == "auto" and preprocessor is not None:
+            end = getattr(preprocessor.tokenizer, "end_token_id", None)
+            # No end token (e.g. the character tokenizer): never stop.
+            stop_token_ids = None if end is None else (end,)
+        if preprocessor is not None and isinstance(inputs, dict):
+            # Token ids already: keras-hub would tokenize them again. The
+            # attribute is swapped under the tracker, which keeps the layer.
+            object.__setattr__(self, "_preprocessor", None)
+            try:
+                return self.generate(
+                    inputs,
+                    max_length=max_length,
+                    stop_token_ids=stop_token_ids,
+                    strip_prompt=strip_prompt,
+                    memory_length=memory_length,
+                    segment_length=segment_length,
+                    memory_start=memory_start,
+                )
+            finally:
+                object.__setattr__(self, "_preprocessor", preprocessor)
+        if options != getattr(self, "_generate_options", (None, None, "empty")):
+            # The lengths are read when the generate function is traced.
+            self._generate_options = options
+            self.generate_function = None
+        if not self.built:
+            self.build()
+        return super().generate(
+            inputs,
+            max_length=max_length,
+            stop_token_ids=stop_token_ids,
+            strip_prompt=strip_prompt,
+        )
+
+    def make_generate_function(self):
+        """keras-hub's generation function, compiled with XLA on
+        TensorFlow as it is on JAX.
+
+        keras-hub compiles TensorFlow generation with the model's
+        `jit_compile`, which Keras resolves to False on a machine without
+        accelerators (`"auto"`), so generation would run op by op: the
+        loop of single-token steps is the case XLA helps most. Here it is
+        compiled with XLA unless the model was compiled with
+        `jit_compile=False` explicitly, or `run_eagerly=True`.
+        """
+        if self.generate_function is not None:
+            return self.generate_function
+        if keras.config.backend() != "tensorflow" or not getattr(
+            self, "_generate_with_xla", True
+        ):
+            return super().make_generate_function()
+        resolved = self._jit_compile
+        # XLA unless a layer cannot be compiled (Keras's own check).
+        self._jit_compile = all(
+            getattr(layer, "supports_jit", True)
+            for layer in self._flatten_layers()
+        )
+        try:
+            return super().make_generate_function()
+        finally:
+            self._jit_compile = resolved
+
+    def _generate_segment(self, token_ids, memory):
+        """One backbone pass for generation: `(hidden, new_memory)`."""
+        outputs = self.backbone(
+            {"token_ids": token_ids, **memory}, training=False
+        )
+        return outputs["sequence_output"], self.backbone.memory_spec.select(
+            outputs
+        )
+
+    def generate_step(self, inputs, stop_token_ids=None):
+        """Generates one batch (compilable; called by `generate()`).
+
+        Args:
+            inputs: dict `{"token_ids", "padding_mask"}` of `(batch,
+                max_length)` tensors, prompts right-padded.
+            stop_token_ids: tuple of token ids that end a row, or `None`.
+
+        Returns:
+            A dict `{"token_ids", "padding_mask"}` of `(batch, max_length)`
+            tensors.
+        """
+        token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
+        padding_mask = ops.cast(inputs["padding_mask"], "bool")
+        batch_size, max_length = ops.shape(token_ids)
+        memory_length, segment_length, memory_start = getattr(
+            self, "_generate_options", (None, None, "empty")
+        )
+        if memory_length is None:
+            # The model's own memory: the cost of a token stays flat in
+            # `max_length`. Without memory, the whole context.
+            memory_length = self.carried_memory_length or max_length
+        if segment_length is None:
+            segment_length = 64
+        if isinstance(max_length, int):
+            segment_length = min(segment_length, max_length)
+        # A memory of `memory_length` zero slots, empty (or, with
+        # memory_start="zeros", attended to), and the compressed memory of
+        # the backbone's (compressive with compression_rate=1).
+        memory = self.backbone.memory_spec.zeros(
+            batch_size,
+            memory_length,
+            valid_length=memory_length if memory_start == "zeros" else 0,
+        )
+        hidden_states = ops.zeros(
+            (batch_size, max_length, self.backbone.hidden_dim),
+            dtype=self.backbone.compute_dtype,
+        )  # (batch, max_len, hidden), for the contrastive sampler
+        row_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=-1)
+        # The sampler starts at the first position after the shortest
+        # prompt; it feeds the token before it, so the memory must hold
+        # the `index - 1` tokens before that one.
+        index = ops.maximum(ops.min(row_lengths), 1)
+        prompt_in_memory = index - 1
+
+        def run_prompt(length, step, position, memory, hidden_states):
+            """Runs `step` on the prompt's segments of `length` tokens from
+            `position` while they end within `prompt_in_memory`."""
+
+            def cond(position, memory, hidden_states):
+                return position + length <= prompt_in_memory
+
+            def body(position, memory, hidden_states):
+                segment = ops.slice(
+                    token_ids, [0, position], [batch_size, length]
+                )  # (batch, length)
+                hidden, memory = step(segment, memory)
+                hidden_states = ops.slice_update(
+                    hidden_states, [0, position, 0], hidden
+                )
+                return position + length, memory, hidden_states
+
+            return ops.while_loop(cond, body, (position, memory, hidden_states))
+
+        # Whole segments of the prompt first, through the backbone's graph.
+        position = ops.zeros((), dtype="int32")
+        position, memory, hidden_states = run_prompt(
+            segment_length,
+            self._generate_segment,
+            position,
+            memory,
+            hidden_states,
+        )
+        # Then the prompt's last tokens, in segments of 8 and 1 (the same
+        # computation as whole segments when the memory holds them), and
+        # the new tokens. The plain backbone runs them on its memory's keys
+        # and values, projected once here, not again at each step; its
+        # variants run their graph.
+        backbone = self.backbone
+        if backbone._generates_from_key_values:
+            memory = backbone.key_value_cache(memory)
+            # The same for every new token: one token after the memory.
+            position_keys = backbone.position_keys(1, memory_length)
+
+            def step(token, cache):
+                return backbone.call_with_key_value_cache(
+                    token, cache, position_keys
+                )
+
+            tail = [(8, backbone.call_with_key_value_cache), (1, step)]
+        else:
+            step = self._generate_segment
+            tail = [(1, step)]
+        for length, run in tail:
+            if isinstance(segment_length, int) and length >= segment_length:
+                continue  # the whole segments took them
+            position, memory, hidden_states = run_prompt(
+                length, run, position, memory, hidden_states
+            )
+
+        def next_logits(prompt, cache, index):
+            # One step of length 1: the token before `index`.
+            token = ops.slice(
+                prompt, [0, index - 1], [ops.shape(prompt)[0], 1]
+            )  # (batch, 1)
+            hidden, cache = step(token, cache)
+            logits = self.compute_logits(hidden)  # (batch, 1, vocab)
+            return logits[:, 0], hidden[:, 0], cache
+
+        token_ids = self.sampler(
+            next=next_logits,
+            prompt=token_ids,
+            cache=memory,
+            index=index,
+            mask=padding_mask,
+            stop_token_ids=stop_token_ids,
+            hidden_states=hidden_states,
+            model=self,
+        )
+        if stop_token_ids is None:
+            padding_mask = ops.ones_like(token_ids, dtype="bool")
+        else:
+            # A generated stop token ends its row: later positions become
+            # padding.
+            is_stop = ops.zeros_like(token_ids, dtype="bool")
+            for stop_id in stop_token_ids:
+                is_stop = ops.logical_or(is_stop, ops.equal(token_ids, stop_id))
+            is_stop = ops.cast(
+                ops.logical_and(is_stop, ops.logical_not(padding_mask)),
+                "int32",
+            )  # (batch, max_len)
+            stops_before = ops.cumsum(is_stop, axis=-1) - is_stop
+            padding_mask = stops_before == 0
+        return {"token_ids": token_ids, "padding_mask": padding_mask}
+
+
+def check_prompt_padding(padding_mask):
+    """Raises a `ValueError` unless every row of a concrete `padding_mask`
+    is a non-empty run of True followed by False (right padding)."""
+    if not is_concrete(padding_mask):
+        return
+    mask = np.asarray(ops.convert_to_numpy(padding_mask)).astype(bool)
+    if mask.ndim != 2:
+        return
+    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
+    if rows.size:
+        raise ValueError(
+            "Prompts must be right-padded: `padding_mask` True on the "
+            "prompt's tokens, then False. Row "
+            f"{int(rows[0])} has padding before prompt tokens: "
+            f"{mask[rows[0]].astype(int).tolist()}. Move each prompt to "
+            "the start of its row (keras-hub preprocessors do)."
+        )
+    empty = np.flatnonzero(~mask[:, 0]) if mask.shape[1] else []
+    if len(empty):
+        raise ValueError(
+            f"Every prompt needs at least one token; row {int(empty[0])} "
+            "has none. Start it with a start or separator token."
+        )
