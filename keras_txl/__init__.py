@@ -1,13 +1,31 @@
-"""keras-txl: Transformer-XL language models for Keras 3."""
+"""keras-txl: Transformer-XL language models for Keras 3.
 
-# `ablation` and `convert` are imported for what they register: the
+`import keras_txl` (and so `from keras_txl.models import ...`, which runs
+this file first) registers with Keras every class that a saved run,
+preset or `.keras` file of this library can name: the layers, the
+backbones (the Compressive Transformer's and the ablations' too), the
+causal LM and its preprocessor, the metrics and the tokenizers of every
+kind (`keras_txl>CharacterTokenizer`, `keras_txl>ByteTokenizer`, the
+WikiText-103 `TransformerXLTokenizer`), so that
+`keras_hub.models.CausalLM.from_preset(run)` works in a new process.
+"""
+
+from keras_txl.app import console as _console
+
+# Before Keras loads TensorFlow: the `keras-txl` command hides the native
+# libraries' start-up lines (`keras-txl --verbose` shows them).
+_console.quiet_native_logs()
+
+# `ablation` and `convert` are imported for what they register too: the
 # variants that old configs of the backbone and block load as, and the
 # loaders of HuggingFace and authors' TensorFlow folders that
 # `TransformerXLCausalLM.from_preset` finds. The models import neither.
-from keras_txl import ablation  # noqa: F401
-from keras_txl import convert  # noqa: F401
-from keras_txl import layers
-from keras_txl import models
-from keras_txl.version import __version__
+from keras_txl import ablation  # noqa: E402
+from keras_txl import convert  # noqa: E402, F401
+from keras_txl import data  # noqa: E402
+from keras_txl import layers  # noqa: E402
+from keras_txl import metrics  # noqa: E402
+from keras_txl import models  # noqa: E402
+from keras_txl.version import __version__  # noqa: E402
 
-__all__ = ["layers", "models", "__version__"]
+__all__ = ["ablation", "data", "layers", "metrics", "models", "__version__"]

@@ -14,7 +14,9 @@ language models.
 
 Errors (a missing or short corpus, a bad option, an output folder that
 already holds a model) print one line on stderr and exit with status 1
-(2 for a bad option); set `KERAS_TXL_DEBUG=1` for the traceback.
+(2 for a bad option); set `KERAS_TXL_DEBUG=1` for the traceback. The
+command prints its own output only; `keras-txl --verbose SUBCOMMAND ...`
+also shows what TensorFlow, JAX, absl and Keras print.
 """
 
 import argparse
@@ -384,6 +386,13 @@ def make_parser():
         prog="keras-txl",
         description="Transformer-XL language models with Keras 3.",
     )
+    parser.add_argument(
+        "--verbose",
+        dest="show_library_output",
+        action="store_true",
+        help="also show what TensorFlow, JAX, XLA, absl and Keras print "
+        "(start-up lines, warnings); before the subcommand",
+    )
     subparsers = parser.add_subparsers(
         dest="command",
         required=True,
@@ -503,11 +512,15 @@ def _diverged_error():
 def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
     returns the exit status."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from keras_txl.app.console import quiet_libraries
+
     parser = make_parser()
     args = parser.parse_args(argv)
+    if not args.show_library_output:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
-        return args.run(args)
+        with quiet_libraries(args.show_library_output):
+            return args.run(args)
     except KeyboardInterrupt:
         print(
             f"keras-txl {args.command}: interrupted. A training run "

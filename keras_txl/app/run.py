@@ -485,8 +485,8 @@ def train(config, callbacks=(), log=print):
         table.append(row)
         log(
             f"  memory {memory_length:5d}: "
-            f"{row['bits_per_character']:.4f} bits per character, "
-            f"perplexity {row['perplexity']:.3f}"
+            f"{row['bits_per_character']:.4f} bits per "
+            f"{token_unit(tokenizer)}, perplexity {row['perplexity']:.3f}"
         )
     by_length = {row["memory_length"]: row for row in table}
     with_memory = by_length[config.eval_memory_length]
@@ -688,12 +688,36 @@ def evaluate(
     result.setdefault("tokens", int(len(ids)))
     result["text"] = name
     log(
-        f"{name}: {result['bits_per_character']:.4f} bits per character, "
+        f"{name}: {result['bits_per_character']:.4f} bits per "
+        f"{token_unit(tokenizer)}, "
         f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "
         f"segments of {length}, {len(ids):,} tokens)"
     )
     _write_metrics(result, None, metrics_json)
     return result
+
+
+def token_unit(tokenizer):
+    """What one token of `tokenizer` is, for "bits per ...": `"byte"`,
+    `"character"`, `"word"` or `"token"`."""
+    import keras_hub
+
+    from keras_txl import data
+    from keras_txl.models import TransformerXLTokenizer
+
+    tokenizers = keras_hub.tokenizers
+    if isinstance(tokenizer, tokenizers.ByteTokenizer):
+        return "byte"
+    if isinstance(
+        tokenizer,
+        (data.CharacterTokenizer, tokenizers.UnicodeCodepointTokenizer),
+    ):
+        return "character"
+    if isinstance(
+        tokenizer, (tokenizers.WordPieceTokenizer, TransformerXLTokenizer)
+    ):
+        return "word"
+    return "token"
 
 
 def generate(

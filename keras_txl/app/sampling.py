@@ -101,7 +101,8 @@ def generate_text(
 
     Returns:
         The generated text, without the prompt: what follows
-        `prompt_as_read(tokenizer, prompt)` in the decoded whole.
+        `prompt_as_read(tokenizer, prompt)` in the decoded whole. With a
+        byte tokenizer, whole characters only: valid UTF-8 text.
     """
     from keras_txl.data import decode
     from keras_txl.data import encode
@@ -130,4 +131,10 @@ def generate_text(
     # words with spaces (and ends the prompt's line), so the new ids
     # decoded alone would lose the separator before them.
     whole = decode(tokenizer, np.asarray(outputs["token_ids"])[0])
+    if isinstance(tokenizer, keras_hub.tokenizers.ByteTokenizer):
+        # Text, not bytes: whole characters (an incomplete one at the end
+        # held back), an invalid byte as U+FFFD.
+        from keras_txl.data.byte_tokenizer import bytes_to_text
+
+        whole = bytes_to_text(whole.encode("utf-8", "surrogateescape"))
     return whole[len(decode(tokenizer, ids)) :]

@@ -302,6 +302,12 @@ def _export_in_tensorflow_process(
     if verbose and result.stdout:
         print(result.stdout, end="")
     if result.returncode != 0:
+        # The child's own one-line error (a file it could not read, a bad
+        # argument) is this command's error too.
+        lines = result.stderr.strip().splitlines()
+        prefix = "keras-txl export: error: "
+        if lines and lines[-1].startswith(prefix):
+            raise ValueError(lines[-1][len(prefix) :])
         raise RuntimeError(
             "The export under KERAS_BACKEND=tensorflow failed (command: "
             f"{' '.join(command)}). Its last output:\n"

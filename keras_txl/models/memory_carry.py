@@ -163,7 +163,8 @@ def _infer_batch_size(x, batch_size):
     ):
         rows = int(leaf.shape[0])
         size = batch_size or 32  # Keras's default.
-        if rows % size:
+        # Rows that all fit in one batch are one batch: one batch size.
+        if rows > size and rows % size:
             raise ValueError(
                 f"{rows} rows do not split into batches of {size}: the last "
                 f"batch would have {rows % size} rows, but the memory carried "

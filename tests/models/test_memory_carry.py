@@ -140,6 +140,25 @@ def test_batch_size_change_is_a_clear_error(frozen):
         frozen.lm.evaluate(ordered_dataset(frozen.ids, 2, T), verbose=0)
 
 
+@pytest.mark.torch_ok
+def test_few_rows_are_one_batch_of_keras_default_size():
+    """4 rows with Keras's default `batch_size` (32) are one batch of 4:
+    one batch size, so `predict` and `evaluate` accept them; 40 rows in
+    batches of 32 and 8 are still refused."""
+    lm = tiny_lm(V, T)
+    lm.compile()
+    ids = np.arange(4 * T).reshape(4, T) % V
+    logits = lm.predict(ids, verbose=0)
+    assert np.asarray(logits).shape == (4, T, V)
+    assert lm.memory_state.batch_size == 4
+    loss = lm.evaluate(ids, (ids + 1) % V, verbose=0)
+    assert np.all(np.isfinite(loss))
+    lm.reset_memory()
+    many = np.zeros((40, T), "int32")
+    with pytest.raises(ValueError, match="40 rows do not split into batches"):
+        lm.predict(many, verbose=0)
+
+
 def test_fit_solves_a_task_only_the_previous_batch_can_solve():
     # Every target but the last of each segment is a token of the previous
     # segment and of no token the current segment has seen.
