@@ -82,6 +82,7 @@ ONE_BACKEND = (
     "tests/export/",
     "tests/data/",
     "tests/benchmarks/",
+    "tests/test_docs.py",
     "tests/test_docstring_examples.py",
     "tests/test_fixture_scripts.py",
     "tests/test_package_graph.py",

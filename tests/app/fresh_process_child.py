@@ -1,0 +1,213 @@
+"""What the fresh-process tests run in a child process, as a user would
+(`python tests/app/fresh_process_child.py MODE FOLDER`):
+
+- `train FOLDER`: tiny runs of every tokenizer kind (`keras-txl train`
+  with `--tokenizer char`, `byte`, `word`, and `keras-txl convert` of the
+  HuggingFace fixture for the WikiText-103 tokenizer), in FOLDER.
+- `load FOLDER`: after `import keras_txl` alone, each run through
+  `TransformerXLCausalLM.from_preset` and `keras_hub.models.CausalLM.
+  from_preset`, and generated text; prints JSON.
+- `cli FOLDER`: every subcommand on its success path and on its
+  documented errors, through `keras_txl.app.cli.main` in this process,
+  with what a user sees (stdout, stderr, exit status) of each; prints
+  JSON.
+
+Imports nothing of keras_txl at module level: the `load` mode must start
+from `import keras_txl`.
+"""
+
+import contextlib
+import io
+import json
+import os
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
+HUGGINGFACE = os.path.join(FIXTURES, "hf_transfo_xl")
+# The runs, by tokenizer kind, in FOLDER.
+RUNS = {
+    "char": os.path.join("runs", "keras-txl"),
+    "byte": os.path.join("runs", "byte"),
+    "word": os.path.join("runs", "word"),
+    "wikitext103": os.path.join("runs", "wt103"),
+}
+PROMPTS = {"char": "The ", "byte": "The ", "word": "the", "wikitext103": "The"}
+TINY = [
+    "--preset",
+    "tiny",
+    "--steps",
+    "2",
+    "--segment-length",
+    "8",
+    "--batch-size",
+    "2",
+    "--memory-length",
+    "8",
+    "--eval-memory-length",
+    "8",
+    "--steps-per-epoch",
+    "2",
+    "--dropout",
+    "0",
+    "--valid-tokens",
+    "32",
+    "--verbose",
+    "0",
+]
+TEXT = (
+    "the quick brown fox jumps over the lazy dog .\n"
+    "pack my box with five dozen liquor jugs .\n"
+    "नमस्ते दुनिया , 你好 世界 , café naïve déjà vu .\n"
+) * 6
+
+
+def _corpus(folder):
+    path = os.path.join(folder, "corpus.txt")
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(TEXT)
+    return path
+
+
+def _call(argv):
+    """`keras-txl ARGV` in this process: `{"argv", "status", "out",
+    "err"}`, the status 'exception' (and the traceback in `err`) when an
+    exception escapes `main`."""
+    from keras_txl.app.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(argv)
+        except SystemExit as exit_:
+            status = exit_.code
+        except BaseException:  # what a user would see as a traceback
+            status = "exception"
+            err.write(traceback.format_exc())
+    return {
+        "argv": argv,
+        "status": status,
+        "out": out.getvalue(),
+        "err": err.getvalue(),
+    }
+
+
+def _report(results):
+    """The results on stdout's last line, after anything else printed."""
+    print("\nRESULTS " + json.dumps(results))
+
+
+def train(folder):
+    os.chdir(folder)
+    corpus = _corpus(folder)
+    results = []
+    for kind in ("char", "byte", "word"):
+        results.append(
+            _call(
+                ["train", "--corpus", corpus, "--tokenizer", kind]
+                + ["--output", RUNS[kind]]
+                + TINY
+            )
+        )
+    results.append(_call(["convert", HUGGINGFACE, RUNS["wikitext103"]]))
+    _report(results)
+
+
+def load(folder):
+    import keras_txl  # noqa: F401 (the only import before loading)
+
+    os.chdir(folder)
+    import keras_hub
+
+    results = {}
+    for kind, run in RUNS.items():
+        lm = keras_txl.models.TransformerXLCausalLM.from_preset(run)
+        task = keras_hub.models.CausalLM.from_preset(run)
+        texts = [
+            model.generate(PROMPTS[kind], max_length=12) for model in (lm, task)
+        ]
+        results[kind] = {
+            "classes": [type(lm).__name__, type(task).__name__],
+            "tokenizer": type(task.preprocessor.tokenizer).__name__,
+            "texts": texts,
+        }
+    _report(results)
+
+
+def cli(folder):
+    os.chdir(folder)
+    corpus = _corpus(folder)
+    char, byte = RUNS["char"], RUNS["byte"]
+    empty = os.path.join(folder, "empty")
+    os.makedirs(empty, exist_ok=True)
+    # A preset folder that lost its config.json.
+    broken = os.path.join(folder, "no_config")
+    os.makedirs(broken, exist_ok=True)
+    for name in ("task.json", "model.weights.h5", "metadata.json"):
+        source = os.path.join(char, name)
+        with (
+            open(source, "rb") as file,
+            open(os.path.join(broken, name), "wb") as copy,
+        ):
+            copy.write(file.read())
+    missing = os.path.join(folder, "missing.txt")
+    exported = os.path.join(folder, "exported")
+    models = os.path.join(folder, "ablation_models")
+    ablate_tiny = ["--corpus", corpus, "--steps", "2", "--segment-length"]
+    ablate_tiny += ["4", "--batch-size", "2", "--preset", "micro"]
+    ablate_tiny += ["--num-seeds", "1", "--eval-tokens", "32"]
+    ablate_tiny += ["--eval-batch-size", "2", "--memory-sweep", "1"]
+    ablate_tiny += ["--recl-contexts", "4", "--no-cost"]
+    ablate_tiny += ["--variants", "recurrence_relative"]
+    model_file = os.path.join(models, "seed_0", "recurrence_relative.keras")
+    cases = {
+        "success": [
+            ["evaluate", char],
+            ["evaluate", byte, "--corpus", corpus],
+            # Devanagari, Chinese, accented Latin: bytes of several
+            # characters, which a byte-level model may split.
+            ["generate", byte, "--prompt", "नमस्ते ", "--max-length", "40"],
+            ["generate", byte, "--prompt", "你好", "--max-length", "40"],
+            ["generate", byte, "--prompt", "déjà vu ", "--max-length", "40"],
+            ["export", char, exported],
+            ["convert", char, os.path.join(folder, "converted")],
+            ablate_tiny
+            + ["--output", os.path.join(folder, "ablate")]
+            + ["--save-models", models],
+            ["recl", model_file, "--corpus", corpus, "--segment-length", "4"]
+            + ["--contexts", "2,4", "--batch-size", "2"]
+            + ["--eval-tokens", "32"],
+        ],
+        "error": [
+            ["train", "--corpus", missing, "--output", "new"],
+            ["train", "--corpus", corpus, "--output", char],
+            ["train", "--steps", "0"],
+            ["evaluate", empty],
+            ["evaluate", char, "--corpus", missing],
+            ["evaluate", char, "--split", "test"],
+            ["generate", empty, "--prompt", "a"],
+            ["generate", char, "--prompt", "The quick", "--max-length", "3"],
+            ["generate", char, "--prompt", "a", "--top-p", "0.5"],
+            ["generate", char, "--prompt", ""],
+            ["export", empty, os.path.join(folder, "out1")],
+            ["export", broken, os.path.join(folder, "out2")],
+            ["export", char, exported],
+            ["convert", missing, os.path.join(folder, "out3")],
+            ["convert", char, os.path.join(folder, "converted")],
+            ["ablate", "--corpus", missing],
+            ["ablate", "--variants", "nonsense"],
+            ["recl", missing, "--corpus", corpus],
+            ["recl", model_file, "--corpus", missing],
+        ],
+    }
+    results = {
+        kind: [_call(argv) for argv in argvs] for kind, argvs in cases.items()
+    }
+    _report(results)
+
+
+if __name__ == "__main__":
+    mode, folder = sys.argv[1:]
+    {"train": train, "load": load, "cli": cli}[mode](folder)

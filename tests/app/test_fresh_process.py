@@ -1,0 +1,132 @@
+"""keras-txl as users reach it: a new interpreter, the `keras-txl`
+command, on JAX and on TensorFlow (each child process gets its
+`KERAS_BACKEND`, whatever this session's backend is).
+
+Per backend, the tiny runs of every tokenizer kind are built once
+(`fresh_process_child.py train`); then, each in a new process:
+`import keras_txl` alone loads them all through `from_preset` and
+generates text; every subcommand runs on its success path and on its
+documented errors (one line on stderr, a non-zero status, never a
+traceback); and the real `keras-txl` command prints only its own
+output, valid UTF-8 for any prompt of a byte-level run.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+CHILD = os.path.join(HERE, "fresh_process_child.py")
+BACKENDS = ("jax", "tensorflow")
+# What the native libraries and absl print when not silenced.
+NOISE = ("absl", "oneDNN", "cuda", "cuInit", "W0000", "I0000", "E0000")
+
+
+def _env(backend):
+    """The environment of a user's shell: this repository's keras_txl,
+    and none of the test session's settings that quiet TensorFlow."""
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=REPO)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    return env
+
+
+def _child(backend, mode, folder):
+    result = subprocess.run(
+        [sys.executable, CHILD, mode, str(folder)],
+        env=_env(backend),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = result.stdout.rsplit("RESULTS ", 1)[-1]
+    return json.loads(line)
+
+
+def _command(backend, folder, *argv):
+    """The real `keras-txl` console script, stdout as bytes."""
+    script = os.path.join(os.path.dirname(sys.executable), "keras-txl")
+    return subprocess.run(
+        [script, *argv], env=_env(backend), cwd=folder, capture_output=True
+    )
+
+
+def _is_one_line_error(case):
+    lines = case["err"].strip().splitlines()
+    return (
+        case["status"] not in (0, "exception")
+        and len(lines) == 1
+        and lines[0].startswith("keras-txl")
+        and "Traceback" not in case["err"] + case["out"]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_user_in_a_fresh_process(backend, tmp_path):
+    # The runs, one per tokenizer kind, trained on this backend.
+    trained = _child(backend, "train", tmp_path)
+    for case in trained:
+        assert case["status"] == 0, case
+        assert case["err"] == "", case  # no library warnings
+    assert "bits per byte" in trained[1]["out"]  # the byte run
+    assert "bits per character" in trained[0]["out"]
+
+    # `import keras_txl` alone registers what every run names.
+    loaded = _child(backend, "load", tmp_path)
+    tokenizers = {
+        "char": "CharacterTokenizer",
+        "byte": "ByteTokenizer",
+        "word": "WordPieceTokenizer",
+        "wikitext103": "TransformerXLTokenizer",
+    }
+    for kind, tokenizer in tokenizers.items():
+        result = loaded[kind]
+        assert result["classes"] == ["TransformerXLCausalLM"] * 2, kind
+        assert result["tokenizer"] == tokenizer
+        for text in result["texts"]:
+            assert isinstance(text, str) and len(text) > 4, (kind, text)
+    for text in loaded["byte"]["texts"]:
+        text.encode("utf-8", "strict")  # whole characters
+
+    # Each subcommand: success, and each documented error in one line.
+    cases = _child(backend, "cli", tmp_path)
+    for case in cases["success"]:
+        assert case["status"] == 0, case
+        assert case["err"] == "", case
+        # Text out is text: no lone surrogates of split characters.
+        case["out"].encode("utf-8", "strict")
+    assert "bits per byte" in cases["success"][1]["out"]
+    for case in cases["success"][2:5]:  # generate, byte level
+        prompt = case["argv"][case["argv"].index("--prompt") + 1]
+        assert case["out"].startswith(prompt), case
+    for case in cases["error"]:
+        assert _is_one_line_error(case), case
+    assert "no_config" in cases["error"][11]["argv"][1]  # export
+
+    # The real command prints only its own output, as UTF-8.
+    prompt = "नमस्ते "
+    result = _command(
+        backend,
+        tmp_path,
+        "generate",
+        os.path.join("runs", "byte"),
+        "--prompt",
+        prompt,
+        "--max-length",
+        "40",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr == b"", result.stderr.decode(errors="replace")
+    assert result.stdout.decode("utf-8", "strict").startswith(prompt)
+    if backend == "jax":
+        result = _command(backend, tmp_path, "--help")
+        assert result.returncode == 0
+        assert result.stderr == b"", result.stderr.decode(errors="replace")
+        assert b"usage: keras-txl" in result.stdout
+        # What was hidden: `--verbose` shows it.
+        noisy = _command(backend, tmp_path, "--verbose", "--help")
+        assert any(word.encode() in noisy.stderr for word in NOISE)

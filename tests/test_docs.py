@@ -1,0 +1,97 @@
+"""The docs are tests: every ```python block of README.md, CONTRIBUTING.md
+and docs/*.md runs as written, in a fresh interpreter (one process for
+all the blocks, each block in its own namespace), after the README's own
+command `keras-txl train` (made small) wrote `runs/keras-txl` in the
+working folder. A block that is not meant to run is not a python block.
+"""
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = ["README.md", "CONTRIBUTING.md"] + sorted(
+    os.path.relpath(path, REPO)
+    for path in glob.glob(os.path.join(REPO, "docs", "*.md"))
+)
+FENCE = re.compile(r"^(\s*)```\s*([\w+-]*)\s*$")
+# `keras-txl train`, small (the README runs it with no arguments).
+TINY_TRAIN = (
+    "train --steps 2 --segment-length 8 --batch-size 2 --memory-length 8 "
+    "--eval-memory-length 8 --steps-per-epoch 2 --valid-tokens 32 "
+    "--verbose 0"
+).split()
+# Runs each block of the JSON list on stdin in its own namespace.
+RUN_BLOCKS = """
+import json, sys, traceback
+failed = []
+for name, line, code in json.load(sys.stdin):
+    try:
+        exec(compile(code, f"{name}:{line}", "exec"), {"__name__": "__main__"})
+    except BaseException:
+        failed.append(f"{name}:{line}\\n{traceback.format_exc()}")
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+def python_blocks(name):
+    """`[(line, code)]` of the ```python blocks of the file `name`."""
+    blocks, code, indent = [], None, ""
+    with open(os.path.join(REPO, name), encoding="utf-8") as file:
+        lines = file.read().splitlines()
+    for number, line in enumerate(lines, 1):
+        fence = FENCE.match(line)
+        if code is None and fence:
+            if fence.group(2) == "python":
+                code, indent, start = [], fence.group(1), number + 1
+            else:
+                code, indent, start = False, fence.group(1), None
+        elif fence and code is not None:
+            if code is not False:
+                blocks.append((start, "\n".join(code) + "\n"))
+            code = None
+        elif code is not None and code is not False:
+            code.append(
+                line[len(indent) :] if line.startswith(indent) else line
+            )
+    return blocks
+
+
+def test_python_blocks_are_found():
+    blocks = python_blocks("README.md")
+    assert len(blocks) >= 3
+    assert any("call_with_memory" in code for _, code in blocks)
+
+
+@pytest.mark.slow
+def test_python_blocks_run_as_written(tmp_path):
+    blocks = [
+        (name, line, code)
+        for name in DOCS
+        for line, code in python_blocks(name)
+    ]
+    env = dict(os.environ, PYTHONPATH=REPO)
+    script = os.path.join(os.path.dirname(sys.executable), "keras-txl")
+    # What the README's commands made before its blocks, small.
+    trained = subprocess.run(
+        [script, *TINY_TRAIN], cwd=tmp_path, env=env, capture_output=True
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert (tmp_path / "runs" / "keras-txl" / "task.json").is_file()
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_BLOCKS],
+        input=json.dumps(blocks),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    # The README's preset block saved a preset that loads back.
+    assert (tmp_path / "my_preset" / "task.json").is_file()
