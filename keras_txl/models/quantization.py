@@ -1,5 +1,8 @@
 """Checks run before `quantize()` changes anything in a keras-txl model."""
 
+import contextlib
+import warnings
+
 import keras
 
 # Keras's modes that these models compute correctly after `quantize()`:
@@ -65,3 +68,19 @@ def check_quantize(model, mode, config):
             # for all layers before any of them changes.
             layer._check_quantize_args(mode, layer.compute_dtype)
     return mode
+
+
+@contextlib.contextmanager
+def quiet_layer_skips():
+    """Hides the warning `keras.Model.quantize` writes for each layer it
+    leaves as is (one without weights, "does not have a `quantize` method
+    implemented"; an `Embedding` under `"float8"`, "Invalid quantization
+    mode"): 21 to 35 lines per model that say what the docstring of
+    `TransformerXLBackbone.quantize` says once. Other warnings show."""
+    with warnings.catch_warnings():
+        for message in (
+            r"Layer .* does not have a `quantize` method implemented",
+            r"Invalid quantization mode",
+        ):
+            warnings.filterwarnings("ignore", message, UserWarning)
+        yield

@@ -15,6 +15,7 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.quantization import check_quantize
+from keras_txl.models.quantization import quiet_layer_skips
 from keras_txl.utils.config_variants import ConfigVariants
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
@@ -622,7 +623,8 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         float. See `Model.quantize` for the arguments.
         """
         mode = check_quantize(self, mode, config)
-        super().quantize(mode, config=config, filters=filters, **kwargs)
+        with quiet_layer_skips():  # the layers left float, as said above
+            super().quantize(mode, config=config, filters=filters, **kwargs)
 
     def get_config(self):
         config = super().get_config()

@@ -33,7 +33,7 @@ RUNS = {
     "word": os.path.join("runs", "word"),
     "wikitext103": os.path.join("runs", "wt103"),
 }
-PROMPTS = {"char": "The ", "byte": "The ", "word": "the", "wikitext103": "The"}
+PROMPTS = {"char": "the ", "byte": "the ", "word": "the", "wikitext103": "The"}
 TINY = [
     "--preset",
     "tiny",
@@ -155,7 +155,8 @@ def cli(folder):
     missing = os.path.join(folder, "missing.txt")
     exported = os.path.join(folder, "exported")
     models = os.path.join(folder, "ablation_models")
-    ablate_tiny = ["--corpus", corpus, "--steps", "2", "--segment-length"]
+    ablate_tiny = ["ablate", "--corpus", corpus, "--steps", "2"]
+    ablate_tiny += ["--segment-length"]
     ablate_tiny += ["4", "--batch-size", "2", "--preset", "micro"]
     ablate_tiny += ["--num-seeds", "1", "--eval-tokens", "32"]
     ablate_tiny += ["--eval-batch-size", "2", "--memory-sweep", "1"]
@@ -172,7 +173,8 @@ def cli(folder):
             ["generate", byte, "--prompt", "你好", "--max-length", "40"],
             ["generate", byte, "--prompt", "déjà vu ", "--max-length", "40"],
             ["export", char, exported],
-            ["convert", char, os.path.join(folder, "converted")],
+            # A keras-hub preset to a preset (and its one-line check).
+            ["convert", RUNS["wikitext103"], os.path.join(folder, "converted")],
             ablate_tiny
             + ["--output", os.path.join(folder, "ablate")]
             + ["--save-models", models],
@@ -188,14 +190,14 @@ def cli(folder):
             ["evaluate", char, "--corpus", missing],
             ["evaluate", char, "--split", "test"],
             ["generate", empty, "--prompt", "a"],
-            ["generate", char, "--prompt", "The quick", "--max-length", "3"],
+            ["generate", char, "--prompt", "the quick", "--max-length", "3"],
             ["generate", char, "--prompt", "a", "--top-p", "0.5"],
             ["generate", char, "--prompt", ""],
             ["export", empty, os.path.join(folder, "out1")],
             ["export", broken, os.path.join(folder, "out2")],
             ["export", char, exported],
             ["convert", missing, os.path.join(folder, "out3")],
-            ["convert", char, os.path.join(folder, "converted")],
+            ["convert", RUNS["wikitext103"], os.path.join(folder, "converted")],
             ["ablate", "--corpus", missing],
             ["ablate", "--variants", "nonsense"],
             ["recl", missing, "--corpus", corpus],
