@@ -275,7 +275,7 @@ def main(argv=None):
     prompt = "ROMEO:" if all(c in vocabulary for c in "ROMEO:") else first[:4]
     length = 40 if args.smoke else 300
     sample = loaded.generate(prompt, max_length=length)
-    print(f"sample (greedy top-k, {length} characters):\n{sample}")
+    print(f"sample (top-k sampling, {length} characters):\n{sample}")
     return {"bits_per_character": results, "reload_difference": difference}
 
 
