@@ -91,7 +91,7 @@ def main(argv=None):
     log_probs = keras.ops.convert_to_numpy(
         keras.ops.log_softmax(logits, axis=-1)
     )[0]  # (words, vocab)
-    words = tokenizer.detokenize(ids[0]).split()
+    words = [tokenizer.id_to_token(int(i)) for i in ids[0]]
     print("log p(word | the words before it):")
     for k in range(1, ids.shape[1]):
         print(f"  {words[k]:>10} {log_probs[k - 1, ids[0, k]]:8.3f}")
