@@ -31,6 +31,8 @@ Defaults: 2 layers x 128, segments of 32, a memory of 32 (plain and
 compressive) and a compressed memory of 16 at rate 2 (so the compressive
 model sees 64 characters back), 16 streams, 600 steps on
 tinyshakespeare. See docs/compressive.md for the layout and the evidence.
+
+The output of a full run on a 2-core CPU (2026-12-01): docs/examples.md.
 """
 
 import argparse

@@ -26,6 +26,8 @@ Defaults: the preset of `train_char_lm.py`, the last 10% of
 tinyshakespeare (which it did not train on) read as 8 streams in
 segments of 64, with a memory of 128; the plot goes to
 `runs/score_long_document.png`.
+
+The output of a full run on a 2-core CPU (2026-12-01): docs/examples.md.
 """
 
 import argparse

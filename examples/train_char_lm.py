@@ -30,6 +30,8 @@ Run it (any Keras backend; the pipeline itself is TensorFlow's `tf.data`):
 Defaults: a 2-layer, 128-wide model, segments and memory of 64
 characters, 16 streams, one pass over 90% of tinyshakespeare (about 980
 steps), validation on the last 10% with memories of 0, 64 and 128.
+
+The output of a full run on a 2-core CPU (2026-12-01): docs/examples.md.
 """
 
 import argparse

@@ -1,9 +1,13 @@
+import pytest
+
 from tests.examples.run_example import numbers
 from tests.examples.run_example import run_example
 
 
+# The export and the serving run TensorFlow whatever KERAS_BACKEND says:
+# CI runs this under TensorFlow only.
+@pytest.mark.one_backend
 def test_export_and_serve_streams_without_keras_as_keras_does(tmp_path):
-    # The export runs TensorFlow on any backend: one backend is enough.
     output = run_example(
         "export_and_serve.py",
         "--smoke",
