@@ -27,10 +27,12 @@ Run it:
         # HuggingFace checkpoint of tests/fixtures/hf_transfo_xl
 
 Defaults: rank 8, segments of 64 words and the model's own memory, 8
-streams, 300 steps at a learning rate of 1e-3 on the first 90% of the
-first 400,000 characters of the text, perplexity on the rest.
+streams, 300 steps (rounded up to whole passes over the text) at a
+learning rate of 1e-3 on the first 90% of the first 400,000 characters
+of the text, perplexity on the rest.
 
-The output of a full run on a 2-core CPU (2026-12-01): docs/examples.md.
+The output of a run on a 2-core CPU (2026-12-01), on the tiny checkpoint
+(no network here for wt103): docs/examples.md.
 """
 
 import argparse

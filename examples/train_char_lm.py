@@ -110,7 +110,12 @@ def text_to_ids_fn(vocabulary):
 
     def text_to_ids(text):
         chars = tf.cast(splitter.tokenize(text), tf.int32)  # (num_chars,)
-        return table.lookup(chars)  # (num_chars,)
+        ids = table.lookup(chars)  # (num_chars,)
+        check = tf.debugging.assert_non_negative(
+            ids, message="a character outside the vocabulary"
+        )
+        with tf.control_dependencies([check]):
+            return tf.identity(ids)
 
     return text_to_ids
 
