@@ -1,9 +1,15 @@
 import re
 
+import pytest
+
 from tests.examples.run_example import numbers
 from tests.examples.run_example import run_example
 
 
+# The example runs on any backend; its subprocess costs 20-45 CPU-seconds,
+# so CI runs it under TensorFlow only (the library paths it calls are
+# tested on every backend elsewhere).
+@pytest.mark.one_backend
 def test_compressive_memory_trains_beside_the_plain_model():
     output = run_example("compressive_memory.py", "--smoke")
     # Both trained and validated; only the compressive one logs the

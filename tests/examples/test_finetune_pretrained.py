@@ -1,9 +1,14 @@
 import h5py
+import pytest
 
 from tests.examples.run_example import numbers
 from tests.examples.run_example import run_example
 
 
+# The example runs on any backend; its subprocess costs 20-45 CPU-seconds,
+# so CI runs it under TensorFlow only (the library paths it calls are
+# tested on every backend elsewhere).
+@pytest.mark.one_backend
 def test_finetune_pretrained_loads_the_checkpoint_and_trains_lora(tmp_path):
     lora = tmp_path / "smoke.lora.h5"
     output = run_example("finetune_pretrained.py", "--smoke", "--output", lora)

@@ -1,7 +1,13 @@
+import pytest
+
 from tests.examples.run_example import numbers
 from tests.examples.run_example import run_example
 
 
+# The example runs on any backend; its subprocess costs 20-45 CPU-seconds,
+# so CI runs it under TensorFlow only (the library paths it calls are
+# tested on every backend elsewhere).
+@pytest.mark.one_backend
 def test_score_long_document_with_and_without_memory(tmp_path):
     plot = tmp_path / "score.png"
     output = run_example("score_long_document.py", "--smoke", "--plot", plot)
