@@ -150,10 +150,12 @@ def ordered_segments(ids, batch_size, segment_length):
 def make_datasets(args, vocabulary):
     """Train on the first 90% of the text, validate on the last 10%."""
     text_to_ids = text_to_ids_fn(vocabulary)
-    ids = tf.data.Dataset.from_tensors(args.text).map(tf.io.read_file)
-    ids = ids.map(text_to_ids)  # one element: the whole text's ids
-    if args.max_chars:
-        ids = ids.map(lambda x: x[: args.max_chars])
+    texts = tf.data.Dataset.from_tensors(args.text).map(tf.io.read_file)
+    if args.max_chars:  # the first characters only (not bytes)
+        texts = texts.map(
+            lambda t: tf.strings.substr(t, 0, args.max_chars, "UTF8_CHAR")
+        )
+    ids = texts.map(text_to_ids)  # one element: the whole text's ids
     ids = ids.cache()  # read and tokenize the file once
 
     def part(low, high):
