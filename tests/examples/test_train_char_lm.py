@@ -1,0 +1,21 @@
+import math
+
+from tests.examples.run_example import numbers
+from tests.examples.run_example import run_example
+
+
+def test_train_char_lm_trains_validates_and_saves_a_preset(tmp_path):
+    output = run_example(
+        "train_char_lm.py", "--smoke", "--output", tmp_path / "preset"
+    )
+    # Validation with memories 0, 16 and 32: finite, and no worse than a
+    # uniform guess over the characters (the model has trained).
+    characters = numbers(r"^(\d+) characters", output)[0]
+    bpc = numbers(r"validation, memory +\d+: ([\d.]+) bits", output)
+    assert len(bpc) == 3
+    assert all(value < math.log2(characters) for value in bpc)
+    # The preset reloads with the same weights and the tokenizer.
+    assert numbers(r"reloaded logits differ by ([\d.e+-]+)", output) == [0.0]
+    assert (tmp_path / "preset" / "task.json").is_file()
+    assert (tmp_path / "preset" / "tokenizer.json").is_file()
+    assert "sample (" in output
