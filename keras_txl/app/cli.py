@@ -232,12 +232,14 @@ def _train_parser(subparsers):
 
 
 def _train(args):
+    from keras_txl.app.run import sigterm_as_interrupt
     from keras_txl.app.run import train
     from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
     config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
-    train(config)
+    with sigterm_as_interrupt():
+        train(config)
     return 0
 
 
@@ -521,13 +523,15 @@ def main(argv=None):
     try:
         with quiet_libraries(args.show_library_output):
             return args.run(args)
-    except KeyboardInterrupt:
-        print(
-            f"keras-txl {args.command}: interrupted. A training run "
-            "continues from its last checkpoint with --resume.",
-            file=sys.stderr,
+    except KeyboardInterrupt as error:
+        # `TrainingInterrupted` (a KeyboardInterrupt) says which signal
+        # stopped the run and where it stopped.
+        message = str(error) or (
+            "interrupted. A training run continues from its last "
+            "checkpoint with --resume."
         )
-        return 130
+        print(f"keras-txl {args.command}: {message}", file=sys.stderr)
+        return getattr(error, "exit_status", 130)
     except (ValueError, OSError, _diverged_error()) as error:
         if os.environ.get("KERAS_TXL_DEBUG"):
             raise
