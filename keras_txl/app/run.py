@@ -234,7 +234,21 @@ def fit_language_model(config, callbacks=(), log=print):
 
 
 def _fit(config, strategy, folder, callbacks, log):
-    run_data = _RunData.load(config, folder, log)
+    from keras_txl.data.token_cache import PendingWrites
+
+    # The token cache's new entries are kept with the first checkpoint.
+    pending = PendingWrites(log=log)
+    try:
+        with pending.active():
+            run_data = _RunData.load(config, folder, log)
+        return _fit_loaded(
+            config, strategy, folder, run_data, pending, callbacks, log
+        )
+    finally:
+        pending.discard()  # what the first checkpoint did not commit
+
+
+def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
     lm, run_config = _compiled_model(config, strategy, run_data, log)
     if strategy is not None:
         with _scope(strategy):
@@ -266,7 +280,9 @@ def _fit(config, strategy, folder, callbacks, log):
     stop = StopOnSignal()
 
     def put_in_place(checkpoint):
-        # The first checkpoint puts a new run's folder in place.
+        # The first checkpoint puts a new run's folder in place, and the
+        # token cache's entries of its corpus.
+        pending.commit()
         folder.commit()
         checkpoint.directory = folder.join(artifacts.CHECKPOINT_DIR)
 
@@ -739,13 +755,24 @@ def evaluate(
             raise ConfigError(
                 f"--split must be valid or test. Received: {split!r}"
             )
-        splits = data.load_corpus_ids(
-            dataset,
-            corpus,
-            valid_fraction=run_config.get("valid_fraction", 0.1),
-            tokenizer=tokenizer,
-            log=log,
+        # The token cache keeps the corpus a run trained on, nothing else.
+        trained_on = (dataset, corpus) == (
+            run_config.get("dataset", "builtin"),
+            run_config.get("corpus"),
         )
+        pending = data.PendingWrites(store=trained_on, log=log)
+        try:
+            with pending.active():
+                splits = data.load_corpus_ids(
+                    dataset,
+                    corpus,
+                    valid_fraction=run_config.get("valid_fraction", 0.1),
+                    tokenizer=tokenizer,
+                    log=log,
+                )
+            pending.commit()
+        finally:
+            pending.discard()
         if split is None:
             split = "test" if len(splits.test) else "valid"
         ids = getattr(splits, split)
@@ -757,7 +784,8 @@ def evaluate(
         name = f"{dataset} {split}"
     else:
         source = data.TextSource(os.path.abspath(os.fspath(corpus)))
-        ids = data.cached_token_ids(tokenizer, source, log=log)
+        with data.PendingWrites(store=False).active():  # a one-off text
+            ids = data.cached_token_ids(tokenizer, source, log=log)
         name = os.fspath(corpus)
     length = segment_length or run_config.get("segment_length", 64)
     if memory_length is None:
@@ -929,10 +957,13 @@ def convert(source, out_dir, overwrite=False, log=print):
             )
     lm = TransformerXLCausalLM.from_preset(source)
     expected = sentence_log_probabilities(lm, CHECK_SENTENCE)
-    os.makedirs(out_dir, exist_ok=True)
-    artifacts.save_model(lm, out_dir)
-    loaded = TransformerXLCausalLM.from_preset(out_dir)
-    got = sentence_log_probabilities(loaded, CHECK_SENTENCE)
+    # Written beside OUT_DIR, checked, then put in place whole: a failed
+    # conversion leaves OUT_DIR (and a preset there) as it was.
+    with AtomicFolder(out_dir) as folder:
+        artifacts.save_model(lm, folder.path)
+        loaded = TransformerXLCausalLM.from_preset(folder.path)
+        got = sentence_log_probabilities(loaded, CHECK_SENTENCE)
+        _check_converted(got, expected, out_dir)
     difference = float(np.max(np.abs(got - expected)))
     finite = bool(np.all(np.isfinite(expected)))
     result = {
@@ -948,13 +979,19 @@ def convert(source, out_dir, overwrite=False, log=print):
         f"({'finite' if finite else 'NOT FINITE'}), "
         f"max |difference| after reloading the preset {difference:.2e}."
     )
-    if not finite or difference > 1e-5:
+    return result
+
+
+def _check_converted(got, expected, out_dir):
+    import numpy as np
+
+    difference = float(np.max(np.abs(got - expected)))
+    if not np.all(np.isfinite(expected)) or difference > 1e-5:
         raise ValueError(
             "The converted model's log-probabilities are not finite or "
             f"change when its preset is loaded back ({difference:.2e}); "
-            f"the preset in '{out_dir}' should not be used."
+            f"nothing was written to '{out_dir}'."
         )
-    return result
 
 
 __all__ = [

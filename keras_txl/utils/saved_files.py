@@ -39,7 +39,7 @@ def read_json_file(path):
         lines = data.count(b"\n") + 1
         raise DamagedFileError(
             path,
-            f"{what} ({error.msg} at line {error.lineno} of "
+            f"{what} ({error.msg}, line {error.lineno} of "
             f"{lines}): it is truncated or damaged. Save "
             "it again, or restore it from a copy.",
         ) from None
@@ -79,16 +79,17 @@ def weight_shapes(path):
     return shapes
 
 
-def check_weights_fit(path, variables, owner):
+def check_weights_fit(path, variables, owner, exact=True):
     """Raises `DamagedFileError` unless the weights file at `path` holds
-    exactly the shapes of `variables` (the weights of `owner`, a str
-    such as "the model of config.json")."""
+    the shapes of `variables` (the weights of `owner`, a str such as
+    "the model of task.json"): exactly, or at least those (`exact=False`).
+    """
     expected = collections.Counter(tuple(v.shape) for v in variables)
     found = weight_shapes(path)
-    if found == expected:
-        return
     missing = sorted((expected - found).elements())
-    extra = sorted((found - expected).elements())
+    extra = sorted((found - expected).elements()) if exact else []
+    if not missing and not extra:
+        return
     detail = []
     if extra:
         detail.append(f"{len(extra)} it should not, e.g. {list(extra[0])}")
@@ -101,3 +102,33 @@ def check_weights_fit(path, variables, owner):
         f"expected: {'; '.join(detail)}). Put back the weights saved with "
         "this configuration.",
     )
+
+
+# The files of a keras-hub preset that `check_preset_files` reads.
+PRESET_JSON_FILES = (
+    "config.json",
+    "task.json",
+    "preprocessor.json",
+    "tokenizer.json",
+    "metadata.json",
+)
+PRESET_WEIGHTS_FILES = ("model.weights.h5", "task.weights.h5")
+
+
+def check_preset_files(folder):
+    """Reads every JSON file of the keras-hub preset in `folder` (and of
+    its `assets/`) and opens its weights files: raises `DamagedFileError`
+    for the first that is truncated or not what its name says."""
+    folder = os.fspath(folder)
+    for name in PRESET_JSON_FILES:
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            read_json_file(path)
+    for root, _, names in sorted(os.walk(os.path.join(folder, "assets"))):
+        for name in sorted(names):
+            if name.endswith(".json"):
+                read_json_file(os.path.join(root, name))
+    for name in PRESET_WEIGHTS_FILES:
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            weight_shapes(path)
