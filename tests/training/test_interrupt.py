@@ -14,6 +14,7 @@ import sys
 
 from keras_txl.app.run import fit_language_model
 from keras_txl.app.train_config import TrainConfig
+from keras_txl.data import cache_entries
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,16 +76,22 @@ def _argv(corpus, output):
     return argv
 
 
-def _run(argv, pause_at=0, send=None, on_pause=None):
-    """Runs the child; at step `pause_at` calls `on_pause()`, sends signal
-    `send`, and lets it go on. Returns `(status, stdout, stderr)`."""
+def _run(argv, cache, pause_at=0, send=None, on_pause=None):
+    """Runs the child (token cache `cache`); at step `pause_at` calls
+    `on_pause()`, sends signal `send`, and lets it go on. Returns
+    `(status, stdout, stderr)`."""
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(pause_at), *argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"),
+        env=dict(
+            os.environ,
+            PYTHONPATH=REPO,
+            TF_CPP_MIN_LOG_LEVEL="3",
+            KERAS_TXL_CACHE=cache,
+        ),
     )
     try:
         if pause_at:
@@ -145,12 +152,18 @@ def test_signals_stop_at_a_step_and_resume_exactly(tmp_path):
     draw = random.Random()
     first = draw.randint(1, PER_EPOCH - 1)  # before the first checkpoint
 
+    cache = str(tmp_path / "cache")
+
     def old_run_is_whole():
         assert _snapshot(output) == old  # not a byte changed yet
         assert any(".run.partial-" in name for name in os.listdir(tmp_path))
+        # The corpus's token ids are not in the cache before either.
+        kinds = {entry["kind"] for entry in cache_entries(cache)}
+        assert kinds == {"unfinished"}, kinds
 
     status, _, err = _run(
         _argv(corpus, output) + ["--overwrite"],
+        cache,
         first,
         signal.SIGINT,
         old_run_is_whole,
@@ -162,22 +175,24 @@ def test_signals_stop_at_a_step_and_resume_exactly(tmp_path):
     steps, losses = _losses(output)
     assert steps == list(range(1, first + 2))
     assert losses == expected[: first + 1], first
-    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "run"]
+    assert sorted(os.listdir(tmp_path)) == ["cache", "corpus.txt", "run"]
+    kinds = sorted(entry["kind"] for entry in cache_entries(cache))
+    assert kinds == ["ids", "ids", "split", "vocabulary"], kinds
 
     # SIGTERM after the next checkpoint; then SIGKILL past the one after,
     # where steps.csv holds steps its checkpoint does not: the resumed run
     # drops and runs them again.
     resume = _argv(corpus, output)[:7] + ["--resume"]
     second = draw.randint(first + 2, STEPS - PER_EPOCH - 1)
-    status, _, err = _run(resume, second, signal.SIGTERM)
+    status, _, err = _run(resume, cache, second, signal.SIGTERM)
     assert status == 143, (second, err[-3000:])
     assert "stopped by SIGTERM" in _one_line(err, status)
     third = draw.randint(second + PER_EPOCH, STEPS - 1)
-    status, _, err = _run(resume, third, signal.SIGKILL)
+    status, _, err = _run(resume, cache, third, signal.SIGKILL)
     assert status == -signal.SIGKILL, err[-3000:]
     assert _losses(output)[0][-1] == third
 
-    status, out, err = _run(resume)
+    status, out, err = _run(resume, cache)
     assert status == 0, err[-3000:]
     steps, losses = _losses(output)
     assert steps == list(range(1, STEPS + 1))
