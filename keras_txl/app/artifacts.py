@@ -7,6 +7,8 @@ import shutil
 
 import keras
 
+from keras_txl.utils.saved_files import read_json_file
+
 MODEL_FILE = "model.keras"  # runs saved before keras-hub presets
 TASK_FILE = "task.json"
 # The files of a keras-hub preset of a task (`save_model`).
@@ -39,8 +41,9 @@ def write_json(path, value):
 
 
 def read_json(path):
-    with open(os.fspath(path), encoding="utf-8") as file:
-        return json.load(file)
+    """The JSON value of a file; a damaged one raises `DamagedFileError`
+    naming it."""
+    return read_json_file(path)
 
 
 def save_model(lm, directory, tokenizer=None, sequence_length=None):

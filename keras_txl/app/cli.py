@@ -232,12 +232,14 @@ def _train_parser(subparsers):
 
 
 def _train(args):
+    from keras_txl.app.run import sigterm_as_interrupt
     from keras_txl.app.run import train
     from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
     config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
-    train(config)
+    with sigterm_as_interrupt():
+        train(config)
     return 0
 
 
@@ -380,6 +382,51 @@ def _convert_parser(subparsers):
     parser.set_defaults(run=_convert)
 
 
+def _cache_parser(subparsers):
+    parser = subparsers.add_parser(
+        "cache",
+        help="show (--list, the default) or free (--clear) the token cache",
+        description="The token cache holds the corpora that `keras-txl "
+        "train` tokenized, so that the next run maps them in a second. "
+        "Its folder is $KERAS_TXL_CACHE, else "
+        "$KERAS_HOME/keras_txl_cache (~/.keras/keras_txl_cache).",
+    )
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument(
+        "--list", action="store_true", help="each entry and its size"
+    )
+    action.add_argument(
+        "--clear", action="store_true", help="delete the cache's folder"
+    )
+    parser.set_defaults(run=_cache)
+
+
+def _cache(args):
+    from keras_txl import data
+    from keras_txl.data.token_cache import cache_folder
+
+    folder = cache_folder(create=False)
+    if args.clear:
+        count, size = data.clear_cache()
+        print(f"Removed {count} files ({size / 2**20:,.1f} MiB): {folder}")
+        return 0
+    entries = data.cache_entries()
+    total = sum(entry["bytes"] for entry in entries)
+    print(
+        f"Token cache: {folder} ({len(entries)} entries, "
+        f"{total / 2**20:,.1f} MiB)"
+    )
+    for entry in entries:
+        what = entry.get("source") or os.path.basename(entry["files"][0])
+        tokens = entry.get("tokens")
+        count = "" if tokens is None else f", {tokens:,} tokens"
+        print(
+            f"  {entry['kind']:<11} {entry['bytes'] / 2**20:9,.2f} MiB  "
+            f"{what}{count}"
+        )
+    return 0
+
+
 def make_parser():
     """The `argparse` parser of `keras-txl`."""
     parser = _Parser(
@@ -396,7 +443,7 @@ def make_parser():
     subparsers = parser.add_subparsers(
         dest="command",
         required=True,
-        metavar="{train,evaluate,generate,export,convert,ablate,recl}",
+        metavar="{train,evaluate,generate,export,convert,cache,ablate,recl}",
     )
     _train_parser(subparsers)
 
@@ -494,6 +541,7 @@ def make_parser():
     export.set_defaults(run=_export)
 
     _convert_parser(subparsers)
+    _cache_parser(subparsers)
 
     from keras_txl.app.ablation_cli import add_ablate_parser
     from keras_txl.app.ablation_cli import add_recl_parser
@@ -521,13 +569,15 @@ def main(argv=None):
     try:
         with quiet_libraries(args.show_library_output):
             return args.run(args)
-    except KeyboardInterrupt:
-        print(
-            f"keras-txl {args.command}: interrupted. A training run "
-            "continues from its last checkpoint with --resume.",
-            file=sys.stderr,
+    except KeyboardInterrupt as error:
+        # `TrainingInterrupted` (a KeyboardInterrupt) says which signal
+        # stopped the run and where it stopped.
+        message = str(error) or (
+            "interrupted. A training run continues from its last "
+            "checkpoint with --resume."
         )
-        return 130
+        print(f"keras-txl {args.command}: {message}", file=sys.stderr)
+        return getattr(error, "exit_status", 130)
     except (ValueError, OSError, _diverged_error()) as error:
         if os.environ.get("KERAS_TXL_DEBUG"):
             raise

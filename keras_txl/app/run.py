@@ -9,7 +9,8 @@ import contextlib
 import dataclasses
 import math
 import os
-import shutil
+import signal
+import threading
 import time
 
 import keras
@@ -33,8 +34,11 @@ from keras_txl.training.periodic_validation import PeriodicValidation
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
+from keras_txl.training.stop_on_signal import StopOnSignal
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from keras_txl.training.training_diverged import TrainingDiverged
+from keras_txl.training.training_interrupted import TrainingInterrupted
+from keras_txl.utils.atomic_folder import AtomicFolder
 
 METRICS_FILE = "metrics.json"
 STEPS_CSV = "steps.csv"  # one row per training step (or execution)
@@ -100,7 +104,27 @@ def _segments(token_ids, batch_size, segment_length, vocabulary_size, part):
     )
 
 
+# What a run folder may hold: `--overwrite` replaces such a folder whole.
+RUN_ENTRIES = frozenset(
+    (
+        artifacts.CHECKPOINT_DIR,
+        artifacts.TOKENIZER_DIR,
+        artifacts.ASSETS_DIR,
+        artifacts.MODEL_FILE,
+        artifacts.CONFIG_FILE,
+        METRICS_FILE,
+        STEPS_CSV,
+        CURVE_PNG,
+        MEMORY_PNG,
+    )
+    + artifacts.PRESET_FILES
+)
+
+
 def _prepare_output(config):
+    """The `AtomicFolder` a run writes: `--output` itself when resumed,
+    else a temporary folder beside it that the first checkpoint puts in
+    place (`--overwrite`: the old run stays whole until then)."""
     output = config.output
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output '{output}' is a file, not a folder.")
@@ -111,30 +135,41 @@ def _prepare_output(config):
                 f"Nothing to resume in '{output}': it holds no checkpoint. "
                 "Start the run without --resume."
             )
-        return
-    has_model = artifacts.is_preset(output) or os.path.exists(
-        os.path.join(output, artifacts.MODEL_FILE)
-    )
-    if has_model or os.path.exists(checkpoint):
-        if not config.overwrite:
+        return AtomicFolder(output, in_place=True)
+    if os.path.isdir(output):
+        has_model = artifacts.is_preset(output) or os.path.exists(
+            os.path.join(output, artifacts.MODEL_FILE)
+        )
+        if (has_model or os.path.exists(checkpoint)) and not config.overwrite:
             raise ConfigError(
                 f"'{output}' already holds a model. Pass --resume to "
                 "continue its run, --overwrite to replace it, or another "
                 "--output."
             )
-        folders = (
-            artifacts.CHECKPOINT_DIR,
-            artifacts.TOKENIZER_DIR,
-            artifacts.ASSETS_DIR,
+        foreign = sorted(
+            name
+            for name in os.listdir(output)
+            if name not in RUN_ENTRIES
+            and ".tmp" not in name
+            and ".partial" not in name
         )
-        for name in folders:
-            shutil.rmtree(os.path.join(output, name), ignore_errors=True)
-        files = (artifacts.MODEL_FILE, METRICS_FILE, artifacts.CONFIG_FILE)
-        for name in files + artifacts.PRESET_FILES + (STEPS_CSV,):
-            path = os.path.join(output, name)
-            if os.path.exists(path):
-                os.remove(path)
-    os.makedirs(output, exist_ok=True)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (", ..." if foreign[3:] else "")
+            raise ConfigError(
+                f"'{output}' holds files that are not a run's ({shown}); a "
+                "run replaces its folder whole. Move them, or pick another "
+                "--output."
+            )
+    tensorboard = config.tensorboard and os.path.abspath(config.tensorboard)
+    if tensorboard and tensorboard.startswith(
+        os.path.join(os.path.abspath(output), "")
+    ):
+        raise ConfigError(
+            f"--tensorboard '{config.tensorboard}' is inside --output "
+            f"'{output}', which a new run replaces whole: pick a folder "
+            "beside it."
+        )
+    return AtomicFolder(output)
 
 
 def make_run_strategy(config):
@@ -176,14 +211,44 @@ def fit_language_model(config, callbacks=(), log=print):
         `run_config` (saved with the run), `history` (`StepHistory`),
         `valid_ids`, `valid_data`, `train_ids`, `train_seconds`,
         `finished` (False when a callback stopped `fit` early: the
-        checkpoint then holds the step reached) and `validation` (the
-        rows of `--validate-every`).
+        checkpoint then holds the step reached), `validation` (the
+        rows of `--validate-every`) and `folder` (the run's
+        `AtomicFolder`, in place).
+
+    A new run writes into a temporary folder beside `config.output`; its
+    first checkpoint puts it in place (with `overwrite`, the old run is
+    untouched until then). A run that fails before it leaves the file
+    system as it was (`keras_txl.utils.atomic_folder.AtomicFolder`).
+    SIGINT and SIGTERM stop `fit` after the current step, whose checkpoint
+    is written; `TrainingInterrupted` is then raised.
 
     Every step is written to `OUTPUT/steps.csv` (`StepCSVLogger`), and to
     TensorBoard logs with `config.tensorboard`.
     """
-    config, strategy, checkpoint_dir = _resolve_run(config)
-    run_data = _RunData.load(config, log)
+    config, strategy, folder = _resolve_run(config)
+    try:
+        return _fit(config, strategy, folder, callbacks, log)
+    except BaseException:
+        folder.discard()  # nothing of a run without a checkpoint stays
+        raise
+
+
+def _fit(config, strategy, folder, callbacks, log):
+    from keras_txl.data.token_cache import PendingWrites
+
+    # The token cache's new entries are kept with the first checkpoint.
+    pending = PendingWrites(log=log)
+    try:
+        with pending.active():
+            run_data = _RunData.load(config, folder, log)
+        return _fit_loaded(
+            config, strategy, folder, run_data, pending, callbacks, log
+        )
+    finally:
+        pending.discard()  # what the first checkpoint did not commit
+
+
+def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
     lm, run_config = _compiled_model(config, strategy, run_data, log)
     if strategy is not None:
         with _scope(strategy):
@@ -192,10 +257,15 @@ def fit_language_model(config, callbacks=(), log=print):
     if config.resume:
         with _scope(strategy):
             state = TrainingCheckpoint.restore(
-                lm, checkpoint_dir, config.batch_size, strategy
+                lm,
+                folder.join(artifacts.CHECKPOINT_DIR),
+                config.batch_size,
+                strategy,
             )
         start_step, losses = state["step"], state["train_loss"]
         log(f"Resuming at step {start_step} of {config.steps}.")
+    # Written once the checkpoint (when resuming) has loaded.
+    artifacts.write_json(folder.join(artifacts.CONFIG_FILE), run_config)
     history = StepHistory(
         config.batch_size * config.segment_length,
         initial_step=start_step,
@@ -203,12 +273,25 @@ def fit_language_model(config, callbacks=(), log=print):
         losses=losses,
     )
     logging, validation = _logging_callbacks(
-        config, history, run_data.valid, log
+        config, folder, history, run_data.valid, start_step, log
     )
     train_seconds = 0.0
     guard = NanGuard(verbose=False)
+    stop = StopOnSignal()
+
+    def put_in_place(checkpoint):
+        # The first checkpoint puts a new run's folder in place, and the
+        # token cache's entries of its corpus.
+        pending.commit()
+        folder.commit()
+        checkpoint.directory = folder.join(artifacts.CHECKPOINT_DIR)
+
     checkpoint = TrainingCheckpoint(
-        checkpoint_dir, history, run_config, strategy
+        folder.join(artifacts.CHECKPOINT_DIR),
+        history,
+        run_config,
+        strategy,
+        on_save=put_in_place,
     )
     if start_step < config.steps:
         per_epoch = min(config.steps_per_epoch, config.steps)
@@ -227,6 +310,7 @@ def fit_language_model(config, callbacks=(), log=print):
                     ),
                     history,
                     guard,
+                    stop,
                     checkpoint,
                     *logging,
                     *callbacks,
@@ -236,11 +320,20 @@ def fit_language_model(config, callbacks=(), log=print):
     if guard.step is not None:
         raise _diverged(guard, checkpoint, start_step, config)
     finished = history.step >= config.steps
+    where = f"`keras-txl train --output {config.output} --resume`"
+    if stop.signal is not None:
+        raise TrainingInterrupted(
+            f"stopped by {stop.signal_name} after step {history.step} of "
+            f"{config.steps}; its checkpoint is saved: {where} continues "
+            "the run.",
+            signal=stop.signal,
+            step=history.step,
+        )
     if not finished:
         # A callback stopped the run; its checkpoint is the step reached.
         log(
             f"Stopped at step {history.step} of {config.steps}: continue "
-            f"with `keras-txl train --output {config.output} --resume`."
+            f"with {where}."
         )
     return {
         "lm": lm,
@@ -255,26 +348,28 @@ def fit_language_model(config, callbacks=(), log=print):
         "train_seconds": train_seconds,
         "finished": finished,
         "validation": [] if validation is None else validation.results,
+        "folder": folder,
     }
 
 
 def _resolve_run(config):
-    """`(config, strategy, checkpoint_dir)` of a new or resumed run: a
-    resumed run takes its saved configuration, merged with the flags that
-    may change (`TrainConfig.merged_for_resume`)."""
+    """`(config, strategy, folder)` of a new or resumed run: a resumed run
+    takes its saved configuration, merged with the flags that may change
+    (`TrainConfig.merged_for_resume`); `folder` is the `AtomicFolder` it
+    writes (`_prepare_output`)."""
     config.check_run_flags()
     if config.resume:
-        _prepare_output(config)
-        checkpoint_dir = os.path.join(config.output, artifacts.CHECKPOINT_DIR)
-        saved = TrainingCheckpoint.read_state(checkpoint_dir)
+        folder = _prepare_output(config)
+        saved = TrainingCheckpoint.read_state(
+            folder.join(artifacts.CHECKPOINT_DIR)
+        )
         config = config.merged_for_resume(saved["config"]).resolved()
         strategy = make_run_strategy(config)
     else:
         config = config.resolved()
         strategy = make_run_strategy(config)
-        _prepare_output(config)
-        checkpoint_dir = os.path.join(config.output, artifacts.CHECKPOINT_DIR)
-    return config, strategy, checkpoint_dir
+        folder = _prepare_output(config)
+    return config, strategy, folder
 
 
 @dataclasses.dataclass
@@ -292,21 +387,20 @@ class _RunData:
         return int(self.corpus.tokenizer.vocabulary_size())
 
     @classmethod
-    def load(cls, config, log):
+    def load(cls, config, folder, log):
         """Reads the corpus (the run's saved tokenizer when resuming, else
-        a new one, saved) and cuts it into ordered segments."""
+        a new one, saved in `folder`) and cuts it into ordered segments."""
         from keras_txl import data
 
-        output = config.output
         batch, length = config.batch_size, config.segment_length
         loading = time.perf_counter()
         corpus = load_corpus(
             config,
-            artifacts.load_tokenizer(output) if config.resume else None,
+            artifacts.load_tokenizer(folder.path) if config.resume else None,
             log,
         )
         if not config.resume:
-            artifacts.save_tokenizer(corpus.tokenizer, output)
+            artifacts.save_tokenizer(corpus.tokenizer, folder.path)
         vocabulary_size = int(corpus.tokenizer.vocabulary_size())
         valid_ids = corpus.valid
         if config.valid_tokens and len(valid_ids) > config.valid_tokens:
@@ -378,20 +472,19 @@ def _compiled_model(config, strategy, run_data, log):
         f"({'compiled' if lm.jit_compile else 'not compiled'}), "
         f"{config.steps_per_execution} step(s) per execution."
     )
-    artifacts.write_json(
-        os.path.join(config.output, artifacts.CONFIG_FILE), run_config
-    )
     return lm, run_config
 
 
-def _logging_callbacks(config, history, valid_data, log):
-    """`(callbacks, validation)`: the step CSV, validation every
+def _logging_callbacks(config, folder, history, valid_data, start, log):
+    """`(callbacks, validation)`: the step CSV (a resumed run keeps its
+    rows up to `start`, the checkpoint's step), validation every
     `--validate-every` steps (`validation`, else None) and TensorBoard."""
     logging = [
         StepCSVLogger(
-            os.path.join(config.output, STEPS_CSV),
+            folder.join(STEPS_CSV),
             history,
             append=config.resume,
+            from_step=start if config.resume else None,
         )
     ]
     validation = None
@@ -421,10 +514,13 @@ def _diverged(guard, checkpoint, start_step, config):
         kept = start_step
     where = f"--output {config.output}"
     if kept is None:
+        # The run's folder is discarded: `--overwrite` only if another run
+        # is there.
+        again = " --overwrite" if os.path.exists(config.output) else ""
         advice = (
             "no checkpoint was written before it: start again with a lower "
-            f"--learning-rate (now {config.learning_rate}) and {where} "
-            "--overwrite"
+            f"--learning-rate (now {config.learning_rate}) and {where}"
+            f"{again}"
         )
     else:
         advice = (
@@ -439,6 +535,28 @@ def _diverged(guard, checkpoint, start_step, config):
         step=step,
         checkpoint_step=kept,
     )
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM raises `TrainingInterrupted` (exit status 143) instead of
+    ending the process where it stands, so that a run stopped outside
+    `fit` (reading its corpus, validating) cleans up as after Ctrl-C;
+    inside `fit`, `StopOnSignal` stops it after the current step."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(number, frame):
+        raise TrainingInterrupted(
+            "stopped by SIGTERM.", signal=number, step=None
+        )
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def train(config, callbacks=(), log=print):
@@ -466,7 +584,7 @@ def train(config, callbacks=(), log=print):
     lm, tokenizer, corpus = run["lm"], run["tokenizer"], run["corpus"]
     config, run_config = run["config"], run["run_config"]
     valid_ids, valid_data = run["valid_ids"], run["valid_data"]
-    output, length = config.output, config.segment_length
+    output, length = run["folder"].path, config.segment_length
 
     budget = (
         f"the first {len(valid_ids):,} of {len(corpus.valid):,} tokens "
@@ -550,7 +668,8 @@ def train(config, callbacks=(), log=print):
     _write_metrics(metrics, output, config.metrics_json)
     log(
         f"Saved the model and its tokenizer as a keras-hub preset in "
-        f"{output} (TransformerXLCausalLM.from_preset('{output}'))."
+        f"{config.output} (TransformerXLCausalLM.from_preset("
+        f"'{config.output}'))."
     )
     return metrics
 
@@ -636,13 +755,24 @@ def evaluate(
             raise ConfigError(
                 f"--split must be valid or test. Received: {split!r}"
             )
-        splits = data.load_corpus_ids(
-            dataset,
-            corpus,
-            valid_fraction=run_config.get("valid_fraction", 0.1),
-            tokenizer=tokenizer,
-            log=log,
+        # The token cache keeps the corpus a run trained on, nothing else.
+        trained_on = (dataset, corpus) == (
+            run_config.get("dataset", "builtin"),
+            run_config.get("corpus"),
         )
+        pending = data.PendingWrites(store=trained_on, log=log)
+        try:
+            with pending.active():
+                splits = data.load_corpus_ids(
+                    dataset,
+                    corpus,
+                    valid_fraction=run_config.get("valid_fraction", 0.1),
+                    tokenizer=tokenizer,
+                    log=log,
+                )
+            pending.commit()
+        finally:
+            pending.discard()
         if split is None:
             split = "test" if len(splits.test) else "valid"
         ids = getattr(splits, split)
@@ -654,7 +784,8 @@ def evaluate(
         name = f"{dataset} {split}"
     else:
         source = data.TextSource(os.path.abspath(os.fspath(corpus)))
-        ids = data.cached_token_ids(tokenizer, source, log=log)
+        with data.PendingWrites(store=False).active():  # a one-off text
+            ids = data.cached_token_ids(tokenizer, source, log=log)
         name = os.fspath(corpus)
     length = segment_length or run_config.get("segment_length", 64)
     if memory_length is None:
@@ -826,10 +957,13 @@ def convert(source, out_dir, overwrite=False, log=print):
             )
     lm = TransformerXLCausalLM.from_preset(source)
     expected = sentence_log_probabilities(lm, CHECK_SENTENCE)
-    os.makedirs(out_dir, exist_ok=True)
-    artifacts.save_model(lm, out_dir)
-    loaded = TransformerXLCausalLM.from_preset(out_dir)
-    got = sentence_log_probabilities(loaded, CHECK_SENTENCE)
+    # Written beside OUT_DIR, checked, then put in place whole: a failed
+    # conversion leaves OUT_DIR (and a preset there) as it was.
+    with AtomicFolder(out_dir) as folder:
+        artifacts.save_model(lm, folder.path)
+        loaded = TransformerXLCausalLM.from_preset(folder.path)
+        got = sentence_log_probabilities(loaded, CHECK_SENTENCE)
+        _check_converted(got, expected, out_dir)
     difference = float(np.max(np.abs(got - expected)))
     finite = bool(np.all(np.isfinite(expected)))
     result = {
@@ -845,13 +979,19 @@ def convert(source, out_dir, overwrite=False, log=print):
         f"({'finite' if finite else 'NOT FINITE'}), "
         f"max |difference| after reloading the preset {difference:.2e}."
     )
-    if not finite or difference > 1e-5:
+    return result
+
+
+def _check_converted(got, expected, out_dir):
+    import numpy as np
+
+    difference = float(np.max(np.abs(got - expected)))
+    if not np.all(np.isfinite(expected)) or difference > 1e-5:
         raise ValueError(
             "The converted model's log-probabilities are not finite or "
             f"change when its preset is loaded back ({difference:.2e}); "
-            f"the preset in '{out_dir}' should not be used."
+            f"nothing was written to '{out_dir}'."
         )
-    return result
 
 
 __all__ = [

@@ -47,9 +47,12 @@ from keras_txl.data.segments import segment_dataset
 from keras_txl.data.segments import segment_info
 from keras_txl.data.segments import shard_streams
 from keras_txl.data.text_pipeline import text_segment_dataset
+from keras_txl.data.token_cache import PendingWrites
 from keras_txl.data.token_cache import TextSource
 from keras_txl.data.token_cache import build_tokenizer
+from keras_txl.data.token_cache import cache_entries
 from keras_txl.data.token_cache import cached_token_ids
+from keras_txl.data.token_cache import clear_cache
 from keras_txl.data.tokenization import decode
 from keras_txl.data.tokenization import encode
 from keras_txl.data.tokenization import make_tokenizer
@@ -60,9 +63,12 @@ __all__ = [
     "CorpusError",
     "CorpusIds",
     "SourceSplits",
+    "PendingWrites",
     "TextSource",
     "build_tokenizer",
+    "cache_entries",
     "cached_token_ids",
+    "clear_cache",
     "dataset_sources",
     "enwik8_sources",
     "load_corpus_ids",

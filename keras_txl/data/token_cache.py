@@ -19,7 +19,14 @@ megabytes, so text larger than memory works:
 
 Files are written under a temporary name and renamed into place, the
 metadata file last: a run killed while tokenizing leaves no file that a
-later run trusts. The cache folder is `cache_dir`, else `$KERAS_TXL_CACHE`,
+later run trusts. An empty text is never cached. Inside
+`PendingWrites.active()` new files stay under their temporary names
+until `commit()` (`keras-txl train` commits with its first checkpoint:
+a run that fails before leaves no entry), and with `store=False` nothing
+is written at all: the ids are tokenized into memory (`keras-txl
+evaluate --corpus FILE`, a one-off text). `cache_entries()` and
+`clear_cache()` list and free the cache (`keras-txl cache --list`,
+`--clear`). The cache folder is `cache_dir`, else `$KERAS_TXL_CACHE`,
 else `$KERAS_HOME/keras_txl_cache` (`~/.keras/keras_txl_cache`).
 
 Example:
@@ -37,9 +44,12 @@ Example:
 
 import codecs
 import collections
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 from typing import NamedTuple
@@ -87,17 +97,92 @@ class TextSource(NamedTuple):
     errors: str = "strict"
 
 
-def cache_folder(cache_dir=None):
+_PENDING = contextvars.ContextVar("keras_txl_token_cache", default=None)
+
+
+class PendingWrites:
+    """The token cache's writes of one run, kept or dropped together.
+
+    Inside `active()`, every new file of the cache (token ids, vocabulary,
+    split offsets) is written under a temporary name in the cache folder;
+    `commit()` renames them into place (metadata last), `discard()`
+    removes them and a cache folder created for them. With
+    `store=False`, nothing is written (not even the folder): token ids
+    are tokenized into memory, existing entries are still read.
+
+    Args:
+        store: bool. Write the cache (committed later), or not at all.
+        log: optional function that prints a line: the cache's folder,
+            when this creates it.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> path = os.path.join(folder, "corpus.txt")
+    >>> _ = open(path, "w").write("to be or not to be\\n")
+    >>> pending = PendingWrites()
+    >>> with pending.active():
+    ...     tokenizer = build_tokenizer("char", [TextSource(path)], None,
+    ...                                 os.path.join(folder, "cache"))
+    >>> sorted(os.listdir(os.path.join(folder, "cache")))[0].endswith(
+    ...     ".partial")
+    True
+    >>> pending.commit()
+    >>> [e["kind"] for e in cache_entries(os.path.join(folder, "cache"))]
+    ['vocabulary']
+    """
+
+    def __init__(self, store=True, log=None):
+        self.store = bool(store)
+        self.log = log
+        self.files = []  # (temporary, final)
+        self.created = []  # cache folders made for these writes
+
+    @contextlib.contextmanager
+    def active(self):
+        """Routes the cache's writes of this block through `self`."""
+        token = _PENDING.set(self)
+        try:
+            yield self
+        finally:
+            _PENDING.reset(token)
+
+    def commit(self):
+        """Renames the files written into place, metadata last."""
+        files = sorted(self.files, key=lambda pair: pair[1].endswith("json"))
+        for temporary, final in files:
+            os.replace(temporary, final)
+        self.files, self.created = [], []
+
+    def discard(self):
+        """Removes the files written, and the cache folder if this made it
+        and it is empty."""
+        for temporary, _ in self.files:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+        for folder in reversed(self.created):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)  # only while empty
+        self.files, self.created = [], []
+
+
+def cache_folder(cache_dir=None, create=True):
     """The folder of the token cache, created if needed.
 
     Args:
         cache_dir: optional folder; `None`: `$KERAS_TXL_CACHE`, else
             `$KERAS_HOME/keras_txl_cache` (`~/.keras/keras_txl_cache`),
             else (not writable) one in the temporary folder.
+        create: bool. Create the folder if it does not exist (inside a
+            `PendingWrites(store=False)`, never).
 
     Returns:
         The folder, as `str`.
     """
+    pending = _PENDING.get()
+    if pending is not None and not pending.store:
+        create = False
     if cache_dir is None:
         cache_dir = os.environ.get(ENVIRONMENT_VARIABLE)
     if cache_dir is None:
@@ -105,15 +190,36 @@ def cache_folder(cache_dir=None):
             os.path.expanduser("~"), ".keras"
         )
         cache_dir = os.path.join(home, "keras_txl_cache")
-        try:
-            os.makedirs(cache_dir, exist_ok=True)
-        except OSError:
+        if create and not _can_create(cache_dir):
             cache_dir = os.path.join(
                 tempfile.gettempdir(), ".keras", "keras_txl_cache"
             )
     cache_dir = os.fspath(cache_dir)
-    os.makedirs(cache_dir, exist_ok=True)
+    if create and not os.path.isdir(cache_dir):
+        missing = cache_dir
+        while not os.path.exists(os.path.dirname(missing)):
+            missing = os.path.dirname(missing)
+        os.makedirs(cache_dir, exist_ok=True)
+        if pending is not None:
+            pending.created.append(missing)
+            if pending.log is not None:
+                pending.log(
+                    f"Token cache: {cache_dir} (new; `keras-txl cache "
+                    "--list` shows it, `keras-txl cache --clear` frees it, "
+                    f"${ENVIRONMENT_VARIABLE} moves it)."
+                )
     return cache_dir
+
+
+def _can_create(folder):
+    """Whether `folder` exists or could be made (its nearest existing
+    ancestor is writable)."""
+    while not os.path.exists(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent
+    return os.access(folder, os.W_OK)
 
 
 def id_dtype(vocabulary_size):
@@ -294,7 +400,10 @@ def cached_token_ids(tokenizer, source, cache_dir=None, log=None):
     """
     fingerprint = tokenizer_fingerprint(tokenizer)
     dtype = id_dtype(int(tokenizer.vocabulary_size()))
+    if source.stop is not None and source.start >= source.stop:
+        return np.zeros(0, dtype)  # an empty part: nothing to cache
     key = _key({"ids": _identity(source), "tokenizer": fingerprint})
+    pending = _PENDING.get()
     folder = cache_folder(cache_dir)
     ids_path = os.path.join(folder, f"{key}.{dtype.name}.ids")
     meta_path = os.path.join(folder, f"{key}.json")
@@ -308,21 +417,41 @@ def cached_token_ids(tokenizer, source, cache_dir=None, log=None):
         and os.path.isfile(ids_path)
         and os.path.getsize(ids_path) == meta["count"] * dtype.itemsize
     )
-    if not fresh:
+    if fresh:
+        if meta["count"] == 0:
+            return np.zeros(0, dtype)
+        return np.memmap(
+            ids_path, dtype=dtype, mode="r", shape=(meta["count"],)
+        )
+    if pending is not None and not pending.store:
         if log is not None:
-            log(f"Tokenizing {_describe(source)} into {ids_path} (once).")
-        count = _write_ids(tokenizer, source, ids_path, dtype)
-        meta = {
-            "source": _identity(source),
-            "stat": stat,
-            "tokenizer": fingerprint,
-            "dtype": dtype.name,
-            "count": count,
-        }
-        _write_json(meta_path, meta)
-    if meta["count"] == 0:
+            log(f"Tokenizing {_describe(source)} (not cached).")
+        pieces = [
+            np.asarray(ids).astype(dtype)
+            for ids in _checked_pieces(tokenizer, source, dtype)
+        ]
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype)
+    if log is not None:
+        log(f"Tokenizing {_describe(source)} into {ids_path} (once).")
+    count, temporary = _write_ids(tokenizer, source, ids_path, dtype)
+    if count == 0:  # never cache an empty text
+        os.remove(temporary)
         return np.zeros(0, dtype)
-    return np.memmap(ids_path, dtype=dtype, mode="r", shape=(meta["count"],))
+    meta = {
+        "source": _identity(source),
+        "stat": stat,
+        "tokenizer": fingerprint,
+        "dtype": dtype.name,
+        "count": count,
+    }
+    if pending is None:
+        os.replace(temporary, ids_path)
+        path = ids_path
+    else:
+        pending.files.append((temporary, ids_path))
+        path = temporary  # the mapping stays valid once renamed
+    _write_json(meta_path, meta)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
 
 
 def cached_json(name, parameters, sources, compute, cache_dir=None):
@@ -382,7 +511,8 @@ def _count_and_build(kind, sources, vocabulary_size):
 
 
 def _write_ids(tokenizer, source, ids_path, dtype):
-    """Tokenizes `source` chunk by chunk into `ids_path` (atomically)."""
+    """Tokenizes `source` chunk by chunk into a temporary file beside
+    `ids_path`; returns `(count, temporary)`."""
     folder = os.path.dirname(ids_path)
     handle, temporary = tempfile.mkstemp(
         prefix=os.path.basename(ids_path) + ".", suffix=".partial", dir=folder
@@ -390,24 +520,27 @@ def _write_ids(tokenizer, source, ids_path, dtype):
     count = 0
     try:
         with os.fdopen(handle, "wb") as file:
-            for ids in _encode_pieces(tokenizer, source):
-                ids = np.asarray(ids)
-                if ids.size and (
-                    ids.min() < 0 or ids.max() > np.iinfo(dtype).max
-                ):
-                    raise CorpusError(
-                        f"Token ids in [{ids.min()}, {ids.max()}] do not fit "
-                        f"the cache's {dtype.name}: the tokenizer's "
-                        "vocabulary_size() is smaller than its ids."
-                    )
+            for ids in _checked_pieces(tokenizer, source, dtype):
                 file.write(ids.astype(dtype).tobytes())
                 count += int(ids.size)
-        os.replace(temporary, ids_path)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
-    return count
+    return count, temporary
+
+
+def _checked_pieces(tokenizer, source, dtype):
+    """The ids of `source`, piece by piece, checked to fit `dtype`."""
+    for ids in _encode_pieces(tokenizer, source):
+        ids = np.asarray(ids)
+        if ids.size and (ids.min() < 0 or ids.max() > np.iinfo(dtype).max):
+            raise CorpusError(
+                f"Token ids in [{ids.min()}, {ids.max()}] do not fit "
+                f"the cache's {dtype.name}: the tokenizer's "
+                "vocabulary_size() is smaller than its ids."
+            )
+        yield ids
 
 
 def _encode_pieces(tokenizer, source):
@@ -515,7 +648,12 @@ def _read_json(path):
 
 
 def _write_json(path, value):
-    """Writes JSON under a temporary name, then renames it into place."""
+    """Writes JSON under a temporary name, then renames it into place (or
+    leaves the renaming to the active `PendingWrites`; with
+    `store=False`, writes nothing)."""
+    pending = _PENDING.get()
+    if pending is not None and not pending.store:
+        return
     handle, temporary = tempfile.mkstemp(
         prefix=os.path.basename(path) + ".",
         suffix=".partial",
@@ -524,8 +662,95 @@ def _write_json(path, value):
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             json.dump(value, file)
-        os.replace(temporary, path)
+        if pending is None:
+            os.replace(temporary, path)
+        else:
+            pending.files.append((temporary, path))
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
+
+
+def cache_entries(cache_dir=None):
+    """What the token cache holds, one dict per entry: `kind` (`"ids"`,
+    `"vocabulary"`, `"split"` and other computed values, or
+    `"unfinished"`: a temporary file of a process that was killed),
+    `files` (paths), `bytes`, and for token ids `source` (the text's
+    file and byte range) and `tokens`. Empty if the folder does not
+    exist (it is not created)."""
+    folder = cache_folder(cache_dir, create=False)
+    if not os.path.isdir(folder):
+        return []
+    names = sorted(os.listdir(folder))
+    entries, claimed = [], set()
+    for name in names:
+        path = os.path.join(folder, name)
+        if name.endswith(".partial"):
+            continue
+        key, _, rest = name.partition(".")
+        if rest == "json":  # token ids: KEY.json and KEY.DTYPE.ids
+            meta = _read_json(path) or {}
+            ids = [
+                n
+                for n in names
+                if n.startswith(f"{key}.") and n.endswith(".ids")
+            ]
+            files = [path] + [os.path.join(folder, n) for n in ids]
+            claimed.update([name, *ids])
+            source = meta.get("source", {})
+            entries.append(
+                {
+                    "kind": "ids",
+                    "files": files,
+                    "bytes": sum(_size(f) for f in files),
+                    "source": _describe(
+                        TextSource(
+                            source.get("path", "?"),
+                            source.get("start", 0),
+                            source.get("stop"),
+                            source.get("member"),
+                        )
+                    ),
+                    "tokens": meta.get("count"),
+                }
+            )
+        elif rest.endswith(".json"):
+            claimed.add(name)
+            entries.append(
+                {
+                    "kind": rest[: -len(".json")],
+                    "files": [path],
+                    "bytes": _size(path),
+                }
+            )
+    for name in names:
+        if name not in claimed:
+            path = os.path.join(folder, name)
+            kind = "unfinished" if name.endswith(".partial") else "other"
+            entries.append(
+                {"kind": kind, "files": [path], "bytes": _size(path)}
+            )
+    return entries
+
+
+def clear_cache(cache_dir=None):
+    """Deletes the token cache's folder and everything in it. Returns
+    `(files, bytes)` deleted."""
+    folder = cache_folder(cache_dir, create=False)
+    if not os.path.isdir(folder):
+        return 0, 0
+    count = size = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            count += 1
+            size += _size(os.path.join(root, name))
+    shutil.rmtree(folder)
+    return count, size
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

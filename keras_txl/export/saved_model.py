@@ -52,7 +52,6 @@ same on every backend), so the call works from any backend.
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +59,7 @@ import tempfile
 import keras
 
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -441,19 +441,8 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
 
 
 def _write_archive(archive, path, verbose):
-    """Writes next to `path`, then moves into place (no half-written
-    export at `path` if writing fails)."""
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", dir=parent)
-    try:
-        os.chmod(staging, 0o755)  # `mkdtemp` makes it private to its owner
-        archive.write_out(staging, verbose=verbose)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
-        os.replace(staging, path)
-    finally:
-        if os.path.exists(staging):
-            shutil.rmtree(staging)
+    """Writes beside `path`, then puts it in place whole (`AtomicFolder`):
+    a failed export leaves `path`, and a previous export there, as they
+    were, and no folder it had to create."""
+    with AtomicFolder(path) as folder:
+        archive.write_out(folder.path, verbose=verbose)

@@ -1,3 +1,5 @@
+import os
+
 import keras
 import keras_hub
 from keras import ops
@@ -18,6 +20,10 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
 from keras_txl.models.transformer_xl_generation import TransformerXLGeneration
+from keras_txl.utils.damaged_file_error import DamagedFileError
+from keras_txl.utils.saved_files import PRESET_WEIGHTS_FILES
+from keras_txl.utils.saved_files import check_preset_files
+from keras_txl.utils.saved_files import check_weights_fit
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
@@ -425,13 +431,38 @@ class TransformerXLCausalLM(
                 policy's name as a dtype and fails).
         """
         kind = foreign_checkpoint_kind(preset)
-        if kind is None:
-            if kwargs.get("dtype") is None:
-                kwargs["dtype"] = saved_mixed_policy(preset)
+        if kind is not None:
+            return load_foreign_checkpoint(preset, kind, load_weights, **kwargs)
+        folder = None
+        if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
+            folder = os.fspath(preset)
+            # A damaged file is named, not met deep inside the loader.
+            check_preset_files(folder)
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = saved_mixed_policy(preset)
+        if folder is None or not load_weights:
             return super().from_preset(
                 preset, load_weights=load_weights, **kwargs
             )
-        return load_foreign_checkpoint(preset, kind, load_weights, **kwargs)
+        weights = os.path.join(folder, PRESET_WEIGHTS_FILES[0])
+        try:
+            lm = super().from_preset(preset, load_weights=True, **kwargs)
+        except ValueError as error:
+            reason = " ".join(str(error).split())[:160]
+            raise DamagedFileError(
+                weights,
+                "holds the weights of another configuration than the "
+                f"model of task.json ({reason}). Put back the weights "
+                "saved with it.",
+            ) from None
+        owner = "the model of task.json"
+        check_weights_fit(weights, lm.backbone.weights, owner)
+        task = os.path.join(folder, PRESET_WEIGHTS_FILES[1])
+        if os.path.exists(task):
+            backbone = {id(v) for v in lm.backbone.weights}
+            own = [v for v in lm.weights if id(v) not in backbone]
+            check_weights_fit(task, own, owner, exact=False)
+        return lm
 
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True

@@ -16,8 +16,10 @@ from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.schedules import warmup_cosine_schedule
 from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
+from keras_txl.training.stop_on_signal import StopOnSignal
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from keras_txl.training.training_diverged import TrainingDiverged
+from keras_txl.training.training_interrupted import TrainingInterrupted
 
 __all__ = [
     "BatchCrossEntropy",
@@ -27,8 +29,10 @@ __all__ = [
     "PeriodicValidation",
     "StepCSVLogger",
     "StepHistory",
+    "StopOnSignal",
     "TrainingCheckpoint",
     "TrainingDiverged",
+    "TrainingInterrupted",
     "evaluate_bpc",
     "evaluate_segments",
     "guard_batch_size",

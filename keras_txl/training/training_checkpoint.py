@@ -1,9 +1,15 @@
 import json
 import os
 import shutil
+import uuid
+import zipfile
 
 import keras
 import numpy as np
+
+from keras_txl.utils.damaged_file_error import DamagedFileError
+from keras_txl.utils.saved_files import check_weights_fit
+from keras_txl.utils.saved_files import read_json_file
 
 WEIGHTS_FILE = "state.weights.h5"
 MEMORY_FILE = "memory.npz"
@@ -15,10 +21,16 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     end of every epoch: the weights and the optimizer's state (one
     `.weights.h5`), the memory carried between batches (`memory.npz`:
     `MemoryState` is never saved with the weights), the global step, the
-    per-step losses so far and the run's configuration (`state.json`).
+    per-step losses so far, the run's configuration and the dropout's
+    random states (`state.json`).
 
-    The folder is written under a temporary name and renamed, so a run
-    killed while saving keeps the previous checkpoint. A model whose
+    Each save writes new files under new names (the step and a random
+    tag), then replaces `state.json`, which names them, in one atomic
+    rename, then deletes the files of the previous save: at every moment
+    `state.json` names complete files, so a run killed while saving keeps
+    the previous checkpoint, and the folder is never missing. A damaged
+    file (truncated, or the weights of another model) is refused by
+    `restore` with a `DamagedFileError` naming it. A model whose
     weights or optimizer state hold a NaN or Inf (a diverged run) is
     never saved: the previous checkpoint stays, and `skipped_step` records
     the step that was not saved. `restore` loads it
@@ -33,6 +45,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         strategy: the `keras_txl.distribute.ReplicaStrategy` the model
             trains under, or `None` (one device): the checkpoint then holds
             the memory of every replica's rows (one host).
+        on_save: optional function called with this callback after each
+            save (`keras-txl train` puts its run folder in place then).
 
     Example:
 
@@ -44,8 +58,11 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, directory, history, config=None, strategy=None):
+    def __init__(
+        self, directory, history, config=None, strategy=None, on_save=None
+    ):
         super().__init__()
+        self.on_save = on_save
         self.directory = os.fspath(directory)
         self.history = history
         self.config = dict(config or {})
@@ -65,51 +82,79 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         if not _all_finite(self.model):
             self.skipped_step = self.history.step
             return False
-        temporary = self.directory + ".tmp"
-        old = self.directory + ".old"
-        shutil.rmtree(temporary, ignore_errors=True)
-        os.makedirs(temporary)
+        os.makedirs(self.directory, exist_ok=True)
+        # New files under new names; `state.json`, which names them, is
+        # replaced last: at every moment it names complete files.
+        tag = f"{self.history.step:08d}-{uuid.uuid4().hex[:8]}"
+        names = {"weights": f"state-{tag}.weights.h5"}
         model = self.model
-        model.save_weights(os.path.join(temporary, WEIGHTS_FILE))
+        # (Names no `state.json` holds yet: written in place.)
+        model.save_weights(os.path.join(self.directory, names["weights"]))
         state = model.memory_state
         spec = state.memory_spec  # every tensor of the memory, by name
+        arrays = None
         if state.has_state and self.strategy is not None:
             replicas = self.strategy.replica_memory(model)
-            np.savez(
-                os.path.join(temporary, MEMORY_FILE),
-                **{
-                    key: np.concatenate([r[key] for r in replicas])
-                    for key in spec.keys
-                },
-            )
+            arrays = {
+                key: np.concatenate([r[key] for r in replicas])
+                for key in spec.keys
+            }
         elif state.has_state:
-            np.savez(
-                os.path.join(temporary, MEMORY_FILE),
-                **spec.flatten(state.read()),
-            )
-        with open(os.path.join(temporary, STATE_FILE), "w") as file:
-            json.dump(
-                {
-                    "step": self.history.step,
-                    "train_loss": self.history.losses,
-                    "config": self.config,
-                },
-                file,
-            )
-        shutil.rmtree(old, ignore_errors=True)
-        if os.path.exists(self.directory):
-            os.replace(self.directory, old)
-        os.replace(temporary, self.directory)
-        shutil.rmtree(old, ignore_errors=True)
+            arrays = spec.flatten(state.read())
+        if arrays is not None:
+            names["memory"] = f"memory-{tag}.npz"
+            _save_npz(os.path.join(self.directory, names["memory"]), arrays)
+        text = json.dumps(
+            {
+                "step": self.history.step,
+                "train_loss": self.history.losses,
+                "config": self.config,
+                "files": names,
+                # The dropout's random states (not in the weights file):
+                # a resumed run draws the masks it would have drawn.
+                "random_states": [
+                    keras.ops.convert_to_numpy(v.value).tolist()
+                    for v in _random_states(model)
+                ],
+            }
+        )
+        _write_atomically(
+            os.path.join(self.directory, STATE_FILE),
+            lambda path: _write_text(path, text),
+        )
+        for name in os.listdir(self.directory):
+            if name != STATE_FILE and name not in names.values():
+                _remove(os.path.join(self.directory, name))
         self.saved_step = self.history.step
+        if self.on_save is not None:
+            self.on_save(self)
         return True
 
     @staticmethod
     def read_state(directory):
         """The `state.json` dict of a checkpoint (`step`, `train_loss`,
-        `config`)."""
-        with open(os.path.join(os.fspath(directory), STATE_FILE)) as file:
-            return json.load(file)
+        `config`, and `files`: the names of its weights and memory).
+
+        Raises:
+            DamagedFileError: `state.json` is missing, not JSON, or lacks
+                a key.
+        """
+        path = os.path.join(os.fspath(directory), STATE_FILE)
+        state = read_json_file(path)
+        if not isinstance(state, dict) or not isinstance(
+            state.get("step"), int
+        ):
+            raise DamagedFileError(
+                path, "is not a checkpoint's state (no integer 'step')."
+            )
+        state.setdefault("train_loss", [])
+        state.setdefault("config", {})
+        files = {"weights": WEIGHTS_FILE, "memory": MEMORY_FILE}
+        files.update(state.get("files") or {})
+        if "files" in state and "memory" not in state["files"]:
+            files.pop("memory")
+        state["files"] = files
+        return state
 
     @staticmethod
     def restore(model, directory, batch_size, strategy=None):
@@ -124,8 +169,13 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             strategy: the `ReplicaStrategy` the model trains under (call
                 `restore` in its scope), or `None`: each replica gets the
                 memory of its rows.
+
+        Raises:
+            DamagedFileError: a file of the checkpoint is missing,
+                truncated, or holds the weights of another model.
         """
         directory = os.fspath(directory)
+        state = TrainingCheckpoint.read_state(directory)
         if not model.built:
             model.build()
         if strategy is None:
@@ -134,16 +184,93 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             strategy.build_memory(model, batch_size)
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-        model.load_weights(os.path.join(directory, WEIGHTS_FILE))
-        memory_path = os.path.join(directory, MEMORY_FILE)
-        if os.path.exists(memory_path):
-            with np.load(memory_path, allow_pickle=False) as arrays:
-                memory = model.memory_state.memory_spec.unflatten(arrays)
+        weights = os.path.join(directory, state["files"]["weights"])
+        variables = list(model.weights) + list(model.optimizer.variables)
+        check_weights_fit(
+            weights,
+            [v for v in variables if not _is_memory(model, v)],
+            "the run's model and optimizer (its train_config.json)",
+        )
+        try:
+            model.load_weights(weights)
+        except ValueError as error:
+            reason = " ".join(str(error).split())[:200]
+            raise DamagedFileError(
+                weights, f"does not fit the run's model ({reason})."
+            ) from None
+        saved = state.get("random_states")
+        variables = _random_states(model)
+        if saved is not None and len(saved) == len(variables):
+            for variable, value in zip(variables, saved):
+                variable.assign(np.asarray(value, variable.dtype))
+        memory_path = os.path.join(
+            directory, state["files"].get("memory", MEMORY_FILE)
+        )
+        if "memory" in state["files"]:
+            memory = _read_memory(model, memory_path)
             if strategy is None:
                 model.memory_state.write(memory)
             else:
                 strategy.write_memory(model, memory)
-        return TrainingCheckpoint.read_state(directory)
+        return state
+
+
+def _random_states(model):
+    """The states of the model's `SeedGenerator`s (its dropout layers'),
+    which `save_weights` leaves out."""
+    return [
+        v for v in model.variables if v.path.endswith("seed_generator_state")
+    ]
+
+
+def _is_memory(model, variable):
+    """Whether `variable` is one of the carried memory's (never saved)."""
+    state = getattr(model, "memory_state", None)
+    held = getattr(state, "variables", None) or []
+    return any(variable is v for v in held)
+
+
+def _read_memory(model, path):
+    if not os.path.isfile(path):
+        raise DamagedFileError(path, "is missing.")
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            return model.memory_state.memory_spec.unflatten(arrays)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise DamagedFileError(
+            path,
+            f"is not the checkpoint's memory ({reason}): it is truncated "
+            "or damaged. Remove the checkpoint folder to start again.",
+        ) from None
+
+
+def _write_atomically(path, write):
+    """`write(temporary)`, then the temporary file renamed to `path`."""
+    temporary = f"{path}.partial"
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        _remove(temporary)
+        raise
+
+
+def _save_npz(path, arrays):
+    with open(path, "wb") as file:  # `np.savez` would add ".npz"
+        np.savez(file, **arrays)
+
+
+def _write_text(path, text):
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
+
+
+def _remove(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.remove(path)
 
 
 def _all_finite(model):

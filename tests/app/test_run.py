@@ -1,6 +1,8 @@
 """Training runs of `keras-txl train`: stop and resume, output folders,
 option checks."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -106,16 +108,27 @@ def test_output_folder_is_never_overwritten_without_overwrite(tmp_path):
     (output / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="already holds a model"):
         _prepare_output(config)
+    # A run replaces its folder whole: never over files that are not ours.
+    with pytest.raises(ConfigError, match=r"not a run's \(notes.txt\)"):
+        _prepare_output(_config(tmp_path, overwrite=True).resolved())
+    assert (output / "notes.txt").read_text() == "mine"
+    (output / "notes.txt").unlink()
+    folder = _prepare_output(_config(tmp_path, overwrite=True).resolved())
+    # The new run writes beside; the old one is whole until the commit.
+    assert os.path.dirname(folder.path) == str(tmp_path)
     assert (output / "model.keras").read_bytes() == b"a saved model"
-    _prepare_output(_config(tmp_path, overwrite=True).resolved())
-    assert not (output / "model.keras").exists()
-    assert (output / "notes.txt").read_text() == "mine"  # not ours: kept
+    folder.discard()
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "run"]
     # A keras-hub preset (the layout of today's runs) is a model too.
     (output / "task.json").write_text("{}")
     with pytest.raises(ConfigError, match="already holds a model"):
         _prepare_output(config)
-    _prepare_output(_config(tmp_path, overwrite=True).resolved())
-    assert not (output / "task.json").exists()
+    folder = _prepare_output(_config(tmp_path, overwrite=True).resolved())
+    with open(os.path.join(folder.path, "task.json"), "w") as file:
+        file.write("new")
+    folder.commit()
+    assert os.listdir(output) == ["task.json"]
+    assert (output / "task.json").read_text() == "new"
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="is a file"):
         _prepare_output(_config(tmp_path, output=str(tmp_path / "file")))

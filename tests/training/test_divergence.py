@@ -2,6 +2,7 @@
 says so in one line."""
 
 import math
+import os
 
 import h5py
 import keras
@@ -13,7 +14,6 @@ from keras_txl.app import cli
 from keras_txl.app.run import fit_language_model
 from keras_txl.training import TrainingDiverged
 from keras_txl.training.evaluation import perplexity
-from keras_txl.training.training_checkpoint import WEIGHTS_FILE
 from tests.app.test_run import _config
 
 
@@ -45,8 +45,9 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     assert "checkpoint of step 2" in message and "--resume" in message
     assert "\n" not in message
     checkpoint = tmp_path / "run" / "checkpoint"
-    assert artifacts.read_json(checkpoint / "state.json")["step"] == 2
-    with h5py.File(checkpoint / WEIGHTS_FILE) as weights:
+    state = artifacts.read_json(checkpoint / "state.json")
+    assert state["step"] == 2
+    with h5py.File(checkpoint / state["files"]["weights"]) as weights:
         arrays = []
         weights.visititems(
             lambda name, item: (
@@ -63,7 +64,8 @@ def test_nan_before_any_checkpoint_says_to_start_again(tmp_path):
     config = _config(tmp_path, steps=4, steps_per_epoch=2)
     with pytest.raises(TrainingDiverged, match="no checkpoint was written"):
         fit_language_model(config, [_PoisonAtEpoch(0)], log=lambda _: None)
-    assert not (tmp_path / "run" / "checkpoint").exists()
+    # Nothing of the run stays: no folder, no temporary folder beside.
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt"]
 
 
 def test_cli_reports_divergence_in_one_line(tmp_path, capsys, monkeypatch):

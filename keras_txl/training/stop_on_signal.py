@@ -1,0 +1,67 @@
+import signal
+import threading
+
+import keras
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Stops `fit` at the end of the current step when the process gets
+    SIGINT (Ctrl-C) or SIGTERM, instead of at a random point inside it.
+
+    During `fit` the two signals only record themselves; at the end of the
+    step (the execution, with `steps_per_execution > 1`) this callback
+    sets `model.stop_training`, so that Keras ends the epoch there and the
+    callbacks of `on_epoch_end` (`TrainingCheckpoint`) save that step. A
+    second signal before the step ends raises `KeyboardInterrupt` at once.
+    The previous handlers are back after `fit`. Outside the main thread
+    (where Python cannot set handlers) it does nothing.
+
+    Attributes:
+        signal: the number of the signal received, or `None`.
+        signal_name: its name (`"SIGINT"`), or `None`.
+
+    Example:
+
+    ```python
+    stop = StopOnSignal()
+    lm.fit(data, epochs=10, callbacks=[stop, TrainingCheckpoint(...)])
+    if stop.signal is not None:
+        print(f"stopped by {stop.signal_name}")
+    ```
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.signal = None
+        self._previous = {}
+
+    @property
+    def signal_name(self):
+        return None if self.signal is None else signal.Signals(self.signal).name
+
+    def _record(self, number, frame):
+        if self.signal is not None:  # a second one: stop now
+            self._restore()
+            raise KeyboardInterrupt
+        self.signal = number
+
+    def _restore(self):
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous = {}
+
+    def on_train_begin(self, logs=None):
+        self.signal = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for number in SIGNALS:
+            self._previous[number] = signal.signal(number, self._record)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.signal is not None:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        self._restore()
