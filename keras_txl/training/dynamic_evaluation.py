@@ -59,7 +59,9 @@ def dynamic_evaluation(
       running mean over the segments of the text scored so far (nothing
       ahead of the text is read). The decay toward `theta0` is faster for
       weights with large gradients; its factor is capped at 1 so that no
-      step passes `theta0`.
+      step passes `theta0`. A weight with no gradient in the calibration
+      text (the embedding of a token it lacks) would step by
+      `lr * g / epsilon`: calibrate on a text that holds the vocabulary.
 
     Args:
         lm: a `TransformerXLCausalLM` (any output layer, adaptive softmax
