@@ -476,7 +476,7 @@ def make_parser():
     dynamic.add_argument(
         "--dynamic-learning-rate",
         type=float,
-        help="default: 0.003 (sgd), 0.0003 (rms)",
+        help="default: 0.03 (sgd), 0.0001 (rms)",
     )
     dynamic.add_argument("--dynamic-decay", type=float, default=0.0)
     dynamic.add_argument(

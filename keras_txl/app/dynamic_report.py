@@ -4,7 +4,7 @@ evaluation of one text under one protocol, side by side."""
 from keras_txl.training.dynamic_evaluation import dynamic_evaluation
 
 # Chosen on the default run of `keras-txl train` (docs/results.md).
-DEFAULT_LEARNING_RATES = {"sgd": 0.003, "rms": 0.0003}
+DEFAULT_LEARNING_RATES = {"sgd": 0.03, "rms": 0.0001}
 CALIBRATION_SEGMENTS = 100
 
 

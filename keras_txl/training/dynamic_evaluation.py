@@ -171,6 +171,13 @@ def dynamic_evaluation(
             current, inputs, targets, memory
         )
         token_nll = np.asarray(token_nll, "float64")[:, : end - t]  # (B, T)
+        if not np.isfinite(token_nll).all():
+            raise FloatingPointError(
+                f"Dynamic evaluation diverged: non-finite losses in segment "
+                f"{k + 1} of {len(bounds)} after {updates} steps of "
+                f"learning_rate={settings['learning_rate']:g}. Lower "
+                f"`learning_rate` (or raise `decay`)."
+            )
         total += float(token_nll.sum())
         count += token_nll.size
         if return_token_losses:

@@ -126,6 +126,8 @@ def test_arguments_are_checked(lm, text):
         dynamic_evaluation(lm, text, T, learning_rate=0.1, calibration_ids=text)
     with pytest.raises(ValueError, match="vocabulary_size"):
         dynamic_evaluation(lm, text + V, T, learning_rate=0.1)
+    with pytest.raises(FloatingPointError, match="diverged.*segment 2 "):
+        dynamic_evaluation(lm, text, T, learning_rate=1e30)
 
 
 def test_adaptive_softmax_of_a_pretrained_preset():
