@@ -53,13 +53,16 @@ def evaluate_dynamic(
     if method == "rms" and training_ids is not None and len(training_ids):
         needed = rows * (CALIBRATION_SEGMENTS * segment_length + 1)
         calibration = training_ids[:needed]
+    statistics = ""
+    if method == "rms":
+        source = "the training" if calibration is not None else "this"
+        statistics = f", gradient statistics from {source} text"
     log(
         f"Dynamic evaluation of {name} ({method}, learning rate "
         f"{learning_rate:g}, decay {decay:g}, a step every "
-        f"{segments_per_update} segment(s), gradient statistics from "
-        f"{'the training text' if calibration is not None else 'the text'}"
-        f"): {len(ids):,} tokens, {rows} stream(s), segments of "
-        f"{segment_length}, memory {memory_length}. Static pass first."
+        f"{segments_per_update} segment(s){statistics}): {len(ids):,} "
+        f"tokens, {rows} stream(s), segments of {segment_length}, memory "
+        f"{memory_length}. Static pass first."
     )
     static = dynamic_evaluation(lm, ids, learning_rate=0.0, log=log, **protocol)
     dynamic = dynamic_evaluation(

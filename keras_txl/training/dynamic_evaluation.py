@@ -155,6 +155,7 @@ def dynamic_evaluation(
     )
     memory = model.backbone.memory_spec.cast(memory)
     bounds = segment_bounds(streams, segment_length)
+    static = settings["learning_rate"] == 0.0  # A forward pass is enough.
     total, count, updates = 0.0, 0, 0
     token_losses = []
     pending, accumulated = 0, None
@@ -167,9 +168,12 @@ def dynamic_evaluation(
             # comes after the tokens scored, and no step follows).
             pad = ((0, 0), (0, segment_length - (end - t)))
             inputs, targets = np.pad(inputs, pad), np.pad(targets, pad)
-        token_nll, memory, grads = stepper.score_and_gradients(
-            current, inputs, targets, memory
-        )
+        if static:
+            token_nll, memory = stepper.score(current, inputs, targets, memory)
+        else:
+            token_nll, memory, grads = stepper.score_and_gradients(
+                current, inputs, targets, memory
+            )
         token_nll = np.asarray(token_nll, "float64")[:, : end - t]  # (B, T)
         if not np.isfinite(token_nll).all():
             raise FloatingPointError(
@@ -184,8 +188,8 @@ def dynamic_evaluation(
             token_losses.append(token_nll)
         if log is not None and (k + 1) % max(1, len(bounds) // 10) == 0:
             log(f"segment {k + 1}/{len(bounds)}: loss {total / count:.4f}")
-        if k == len(bounds) - 1:
-            break  # Nothing left to score with adapted weights.
+        if static or k == len(bounds) - 1:
+            continue  # No step, or nothing left to score after it.
         if statistics == "online":
             mean_square = stepper.running_mean_square(mean_square, grads, k)
         accumulated = stepper.accumulate(accumulated, grads)
@@ -318,7 +322,13 @@ class _Stepper:
                 ms + (g * g - ms) * weight for ms, g in zip(mean_square, grads)
             ]
 
+        def forward(trainable, non_trainable, token_ids, targets, memory):
+            return segment_loss(
+                trainable, non_trainable, token_ids, targets, memory
+            )[1]
+
         self._gradients = value_and_grad(segment_loss)
+        self._forward = compile_function(forward)
         self._updates = {
             "sgd": compile_function(sgd),
             "rms": compile_function(rms),
@@ -332,13 +342,28 @@ class _Stepper:
         from keras import ops
 
         _, (token_nll, memory), grads = self._gradients(
-            weights,
+            weights, *self._arguments(token_ids, targets, memory)
+        )
+        return ops.convert_to_numpy(token_nll), memory, grads
+
+    def score(self, weights, token_ids, targets, memory):
+        """`(token losses (B, T) numpy, new memory)`: a forward pass."""
+        from keras import ops
+
+        token_nll, memory = self._forward(
+            weights, *self._arguments(token_ids, targets, memory)
+        )
+        return ops.convert_to_numpy(token_nll), memory
+
+    def _arguments(self, token_ids, targets, memory):
+        from keras import ops
+
+        return (
             [v.value for v in self.model.non_trainable_variables],
             ops.convert_to_tensor(token_ids, "int32"),
             ops.convert_to_tensor(targets, "int32"),
             memory,
         )
-        return ops.convert_to_numpy(token_nll), memory, grads
 
     def accumulate(self, total, grads):
         if total is None:
