@@ -3,7 +3,6 @@ arXiv:1904.08378): a text scored segment by segment, the memory carried,
 with a gradient step on each segment once it has been scored."""
 
 import math
-import weakref
 
 from keras_txl.training.evaluation import evaluation_model
 from keras_txl.training.evaluation import segment_bounds
@@ -262,10 +261,13 @@ def _check_settings(method, learning_rate, decay, calibration_ids, epsilon):
 
 def _stepper(model):
     """The `_Stepper` of `model`, made once: its compiled functions serve
-    every later call (another learning rate too)."""
-    stepper = _STEPPERS.get(model)
+    every later call (another learning rate too). Kept on the model as a
+    plain attribute (untracked by Keras, like `_adaptive_outputs`), so it
+    goes with the model."""
+    stepper = model.__dict__.get("_dynamic_evaluation_stepper")
     if stepper is None:
-        stepper = _STEPPERS[model] = _Stepper(model)
+        stepper = _Stepper(model)
+        object.__setattr__(model, "_dynamic_evaluation_stepper", stepper)
     return stepper
 
 
@@ -406,6 +408,3 @@ class _Stepper:
 
         hyper = tuple(ops.convert_to_tensor(h, "float32") for h in hyper)
         return self._updates[method](weights, origin, grads, mean_square, hyper)
-
-
-_STEPPERS = weakref.WeakKeyDictionary()
