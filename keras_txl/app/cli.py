@@ -315,6 +315,14 @@ def _evaluate(args):
         memory_start=args.memory_start,
         dataset=args.dataset,
         split=args.split,
+        dynamic=None
+        if args.dynamic is None
+        else dict(
+            method=args.dynamic,
+            learning_rate=args.dynamic_learning_rate,
+            decay=args.dynamic_decay,
+            segments_per_update=args.dynamic_segments_per_update,
+        ),
     )
     return 0
 
@@ -500,6 +508,26 @@ def make_parser():
         choices=("empty", "zeros"),
         help="zeros: the memory starts as mem_len zero vectors that are "
         "attended to (the authors' TensorFlow code, HuggingFace)",
+    )
+    dynamic = evaluate.add_argument_group(
+        "dynamic evaluation (Krause et al., 2019)",
+        "a gradient step on each segment once it is scored; prints static "
+        "and dynamic results side by side (one stream unless --batch-size)",
+    )
+    dynamic.add_argument(
+        "--dynamic",
+        choices=("sgd", "rms"),
+        help="sgd: plain steps; rms: steps scaled by the gradients' RMS "
+        "(from the run's training text), decaying to the saved weights",
+    )
+    dynamic.add_argument(
+        "--dynamic-learning-rate",
+        type=float,
+        help="default: 0.03 (sgd), 0.0001 (rms)",
+    )
+    dynamic.add_argument("--dynamic-decay", type=float, default=0.0)
+    dynamic.add_argument(
+        "--dynamic-segments-per-update", type=_integer(1), default=1
     )
     evaluate.set_defaults(run=_evaluate)
 

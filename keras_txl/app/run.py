@@ -700,6 +700,7 @@ def evaluate(
     clamp_length=None,
     same_length=None,
     memory_start=None,
+    dynamic=None,
 ):
     """Bits per character of a saved model on a whole text, with memory.
 
@@ -731,6 +732,11 @@ def evaluate(
             `keras_txl.training.evaluation.evaluate_segments` (explicit
             memory from `memory_start`, `"empty"` by default; `None` keeps
             the model's `clamp_length` / `same_length`).
+        dynamic: optional dict of `keras_txl.app.dynamic_report.
+            evaluate_dynamic` arguments (`method`, `learning_rate`,
+            `decay`, `segments_per_update`): static and dynamic
+            evaluation side by side (one stream unless `batch_size`);
+            returns their `{"text", "static", "dynamic"}`.
 
     With neither `corpus` nor `dataset`, the run folder alone says what to
     score: the run's own corpus (its `dataset` and `corpus` in
@@ -750,6 +756,7 @@ def evaluate(
         # The run folder alone: the corpus the run was trained on.
         dataset = run_config.get("dataset", "builtin")
         corpus = run_config.get("corpus")
+    training_ids = None
     if dataset is not None:
         if split not in (None, "valid", "test"):
             raise ConfigError(
@@ -782,6 +789,7 @@ def evaluate(
                 "valid, or --corpus FILE."
             )
         name = f"{dataset} {split}"
+        training_ids = splits.train
     else:
         source = data.TextSource(os.path.abspath(os.fspath(corpus)))
         with data.PendingWrites(store=False).active():  # a one-off text
@@ -792,6 +800,25 @@ def evaluate(
         memory_length = run_config.get(
             "eval_memory_length", lm.backbone.memory_length
         )
+    if dynamic is not None:
+        from keras_txl.app.dynamic_report import evaluate_dynamic
+
+        result = evaluate_dynamic(
+            lm,
+            ids,
+            name,
+            segment_length=length,
+            memory_length=memory_length,
+            batch_size=batch_size,
+            training_ids=training_ids,
+            clamp_length=clamp_length,
+            same_length=same_length,
+            start=memory_start,
+            log=log,
+            **dynamic,
+        )
+        _write_metrics(result, None, metrics_json)
+        return result
     rows = eval_batch_size(
         len(ids), batch_size or run_config.get("batch_size", 16), length
     )

@@ -7,6 +7,7 @@ from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.memory_carry import guard_batch_size
 from keras_txl.models.memory_carry import prepare_memory_carry
 from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.training.dynamic_evaluation import dynamic_evaluation
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
 from keras_txl.training.evaluation import perplexity
@@ -33,6 +34,7 @@ __all__ = [
     "TrainingCheckpoint",
     "TrainingDiverged",
     "TrainingInterrupted",
+    "dynamic_evaluation",
     "evaluate_bpc",
     "evaluate_segments",
     "guard_batch_size",

@@ -163,7 +163,6 @@ def evaluate_segments(
         `bits_per_character` (`loss / ln 2`), `perplexity`, `tokens`
         (scored), and the settings used.
     """
-    import numpy as np
     from keras import ops
 
     from keras_txl.utils.validation import check_positive_int
@@ -173,21 +172,13 @@ def evaluate_segments(
     model = evaluation_model(lm, clamp_length, same_length)
     if memory_length is None:
         memory_length = model.backbone.memory_length
-    ids = np.asarray(token_ids).reshape(-1)
-    steps = len(ids) // batch_size
-    if steps < 2:
-        raise ValueError(
-            f"{len(ids)} tokens are too few for {batch_size} streams: each "
-            "needs at least 2 tokens. Lower `batch_size`."
-        )
-    streams = ids[: batch_size * steps].reshape(batch_size, steps)
+    streams = text_streams(token_ids, batch_size)
     memory = model.backbone.initial_memory(
         batch_size, memory_length=memory_length, start=start
     )
     total, count = 0.0, 0
-    starts = list(range(0, steps - 1, segment_length))
-    for k, t in enumerate(starts):
-        end = min(t + segment_length, steps - 1)
+    starts = segment_bounds(streams, segment_length)
+    for k, (t, end) in enumerate(starts):
         logits, memory = model.call_with_memory(streams[:, t:end], memory)
         log_probs = ops.log_softmax(logits, axis=-1)  # (B, T, V)
         targets = ops.convert_to_tensor(streams[:, t + 1 : end + 1], "int32")
@@ -198,12 +189,27 @@ def evaluate_segments(
         count += batch_size * (end - t)
         if log is not None and (k + 1) % max(1, len(starts) // 10) == 0:
             log(f"segment {k + 1}/{len(starts)}: loss {total / count:.4f}")
-    loss = total / count
+    return segments_result(
+        total / count,
+        count,
+        model,
+        batch_size,
+        segment_length,
+        memory_length,
+        start,
+    )
+
+
+def segments_result(
+    loss, tokens, model, batch_size, segment_length, memory_length, start
+):
+    """The result dict of `evaluate_segments` (and `dynamic_evaluation`):
+    the mean `loss` of `tokens` scored and the settings."""
     return {
         "loss": loss,
         "bits_per_character": loss / math.log(2.0),
         "perplexity": perplexity(loss),
-        "tokens": count,
+        "tokens": tokens,
         "batch_size": batch_size,
         "segment_length": segment_length,
         "memory_length": memory_length,
@@ -211,3 +217,30 @@ def evaluate_segments(
         "same_length": model.backbone.same_length,
         "start": start,
     }
+
+
+def text_streams(token_ids, batch_size):
+    """The authors' evaluation layout: `ids[:B * n]` as `B` contiguous
+    streams, an int array `(B, n)`; a `ValueError` if a stream would
+    hold fewer than 2 tokens (nothing to predict)."""
+    import numpy as np
+
+    ids = np.asarray(token_ids).reshape(-1)
+    steps = len(ids) // batch_size
+    if steps < 2:
+        raise ValueError(
+            f"{len(ids)} tokens are too few for {batch_size} streams: each "
+            "needs at least 2 tokens. Lower `batch_size`."
+        )
+    return ids[: batch_size * steps].reshape(batch_size, steps)
+
+
+def segment_bounds(streams, segment_length):
+    """`[(start, end)]` of the segments of `streams` `(B, n)`: inputs
+    `streams[:, start:end]` predict `streams[:, start + 1:end + 1]`, the
+    last segment shorter."""
+    steps = streams.shape[1]
+    return [
+        (t, min(t + segment_length, steps - 1))
+        for t in range(0, steps - 1, segment_length)
+    ]
