@@ -14,6 +14,9 @@ ROWS = BATCH // REPLICAS
 # Keras's running mean over the epoch, summed in another order). The
 # bounds are about 5x and 14x those.
 LOSS_ATOL, MEMORY_ATOL = 5e-5, 1e-5
+# Two processes reduce over gRPC (TensorFlow) or gloo (JAX): not measured
+# yet, so the earlier bounds stay (10x apart for the same reason).
+PROCESS_LOSS_ATOL, PROCESS_MEMORY_ATOL = 1e-3, 1e-4
 
 
 def test_two_replicas_follow_the_single_device_loss_curve(
@@ -124,10 +127,13 @@ def test_two_processes_follow_the_single_device_run(
     for index, report in enumerate(two_process_reports):
         assert report["num_replicas"] == REPLICAS
         np.testing.assert_allclose(
-            report["multi"]["losses"], single["losses"], atol=LOSS_ATOL, rtol=0
+            report["multi"]["losses"],
+            single["losses"],
+            atol=PROCESS_LOSS_ATOL,
+            rtol=0,
         )
         (local,) = report["multi"]["memory"]
         rows = slice(index * ROWS, (index + 1) * ROWS)
         np.testing.assert_allclose(
-            local["memory"], memory[rows], atol=MEMORY_ATOL, rtol=0
+            local["memory"], memory[rows], atol=PROCESS_MEMORY_ATOL, rtol=0
         )
