@@ -102,7 +102,6 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.torch_ok
 def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     corpus, output, result, metrics = tiny_run
     assert "Epoch 2/2" in result.stdout  # Keras progress
@@ -227,6 +226,7 @@ def _check_generate(output, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.backend_dependent
 def test_train_on_two_devices_follows_one_device(tmp_path, tiny_run):
     """`--strategy S --num-devices 2` (S: `mirrored` on TensorFlow,
     `jax-data-parallel` on JAX) on 2 CPU devices: each replica trains one
@@ -305,6 +305,7 @@ print(json.dumps([first["history"].step, rest["history"].losses]))
 
 
 @pytest.mark.slow
+@pytest.mark.backend_dependent
 def test_two_device_run_resumes_where_it_stopped(tmp_path, tiny_run):
     """The checkpoint of a 2-replica run holds the memory of both
     replicas' streams, and `--resume` gives each replica its own: the
@@ -325,6 +326,7 @@ def test_two_device_run_resumes_where_it_stopped(tmp_path, tiny_run):
     )
 
 
+@pytest.mark.backend_dependent
 @pytest.mark.torch_ok
 def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
     """Errors found before any device is set up, in this process."""
@@ -346,7 +348,6 @@ def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.torch_ok
 @pytest.mark.parametrize(
     "content, extra, match",
     [
@@ -367,7 +368,6 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
     _one_line_error(capsys, main(argv + extra), 1, match)
 
 
-@pytest.mark.torch_ok
 @pytest.mark.parametrize(
     "argv, match",
     [
@@ -397,7 +397,6 @@ def test_bad_options_are_one_line(capsys, argv, match):
     _one_line_error(capsys, exit_info.value.code, 2, match)
 
 
-@pytest.mark.torch_ok
 def test_evaluate_and_generate_need_a_saved_model(tmp_path, corpus, capsys):
     status = main(["evaluate", str(tmp_path), "--corpus", corpus])
     _one_line_error(capsys, status, 1, "No model")
