@@ -108,7 +108,7 @@ def test_fit_on_strings_keeps_strings_independent():
     lm.fit(ids, ids, batch_size=2, verbose=0, shuffle=False)
     held = _numpy(lm.memory_state.read())
     assert held["valid_length"].min() > 0
-    assert np.abs(held["memory"]).max() > 0.1
+    assert np.abs(held["memory"]).max() > 0.01  # states to read
     strings = ["a b c", "c a"]
     lm.fit(strings, batch_size=2, verbose=0)
     after = _numpy(lm.memory_state.read())
