@@ -68,31 +68,48 @@ def _one_torch_thread():
         torch.set_num_threads(1)
 
 
-# Tests whose result does not depend on KERAS_BACKEND: the `keras-txl`
-# application, the SavedModel export (always TensorFlow: under another
-# backend it runs in a TensorFlow child process), the data pipelines
-# (numpy and tf.data), the benchmark helpers, the docs and the repository
-# checks. CI runs them under TensorFlow only (`-m "not one_backend"` on
-# the other backends): the export runs there in process, and TensorFlow
-# runs these tiny models about twice as fast as JAX on CPU. The library's
-# layers, models, training, conversion, distribution and reliability tests
-# run on every backend.
+# Which backends run a test (CI: `.ci/run`; `tests/test_ci_selection.py`
+# checks the rule against it):
+# - a test outside the folders below runs on TensorFlow and JAX, and also
+#   on PyTorch when marked `torch_ok`;
+# - a test in these folders is marked `one_backend` here: its result does
+#   not depend on KERAS_BACKEND (the `keras-txl` application, the
+#   SavedModel export, which is always TensorFlow's, the data pipelines,
+#   the benchmark helpers, the docs and the repository checks), so CI runs
+#   it under TensorFlow only (TensorFlow runs these tiny models about
+#   twice as fast as JAX on CPU);
+# - unless it is marked `backend_dependent` (a CLI run on several
+#   devices, a JAX-only branch, `fit` on the backend): then it runs like a
+#   test outside these folders (TensorFlow, JAX, and PyTorch if
+#   `torch_ok`).
+# `torch_ok` on a `one_backend` test would promise a PyTorch run that CI
+# never makes: `tests/test_ci_selection.py` fails on it.
 ONE_BACKEND = (
     "tests/app/",
     "tests/export/",
     "tests/data/",
     "tests/benchmarks/",
+    "tests/test_ci_selection.py",
     "tests/test_docs.py",
     "tests/test_docstring_examples.py",
     "tests/test_fixture_scripts.py",
     "tests/test_package_graph.py",
     "tests/test_standalone.py",
 )
+# The markers of every collected test, by node id, before `-m` deselects
+# any: what `tests/test_ci_selection.py` checks.
+COLLECTED_MARKERS = pytest.StashKey[dict]()
 
 
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
     for item in items:
         path = item.path.relative_to(root).as_posix()
-        if path.startswith(ONE_BACKEND):
+        if path.startswith(ONE_BACKEND) and not item.get_closest_marker(
+            "backend_dependent"
+        ):
             item.add_marker(pytest.mark.one_backend)
+    config.stash[COLLECTED_MARKERS] = {
+        item.nodeid: {mark.name for mark in item.iter_markers()}
+        for item in items
+    }

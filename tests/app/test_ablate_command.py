@@ -87,6 +87,7 @@ def test_ablate_writes_the_table_pictures_and_metrics(tmp_path, capsys):
     assert recl["0.1"]["recurrence_relative"] in (2, 4)
 
 
+@pytest.mark.backend_dependent
 def test_step_cost_is_measured():
     cost = measure_step_cost(TINY, 2, 4, 1, steps=1, isolate=False)
     assert cost["seconds_per_step"] > 0

@@ -54,7 +54,6 @@ class _StopAfter(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-@pytest.mark.torch_ok
 def test_stop_and_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
     # 154 training characters: 2 streams of 77, 9 batches of 8 a pass; the
     # run of 7 steps stops at 3 (inside the second epoch of 2 steps) and

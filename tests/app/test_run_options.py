@@ -50,7 +50,6 @@ def _rows(path):
         return list(csv.DictReader(file))
 
 
-@pytest.mark.torch_ok
 def test_flags_are_applied_recorded_and_logged_every_step(tmp_path):
     board = tmp_path / "board"
     config = _config(
@@ -99,6 +98,25 @@ def test_flags_are_applied_recorded_and_logged_every_step(tmp_path):
         if name.startswith("events.out.tfevents")
     ]
     assert events
+
+
+@pytest.mark.backend_dependent
+@pytest.mark.torch_ok
+def test_jit_compile_false_is_what_the_backend_resolves(tmp_path):
+    """`--jit-compile false` on this backend: the model runs op by op (on
+    JAX too: Keras's JAX trainer honors it with one step per execution),
+    and the run's config and log say what the model resolved. One step,
+    the least a backend can run (the flags' other effects are checked on
+    TensorFlow above)."""
+    lines = []
+    config = _config(tmp_path, jit_compile=False, steps=1, steps_per_epoch=1)
+    run = fit_language_model(config, log=lines.append)
+    assert run["lm"].jit_compile is False
+    saved = artifacts.read_json(tmp_path / "run" / artifacts.CONFIG_FILE)
+    assert saved["jit_compile"] is False
+    assert saved["resolved_jit_compile"] is False
+    assert any("jit_compile False (not compiled)" in line for line in lines)
+    assert run["history"].step == 1
 
 
 def test_resume_may_change_execution_but_not_precision(tmp_path):

@@ -179,6 +179,7 @@ def test_document_keeps_text_outside_the_markers(tmp_path):
     assert "new" in text and "old" not in text
 
 
+@pytest.mark.backend_dependent
 @pytest.mark.torch_ok
 def test_matmul_throughput_is_positive():
     result = roofline.matmul_throughput("float32", (32, 16, 8), seconds=0.05)

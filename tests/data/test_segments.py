@@ -142,6 +142,7 @@ def test_shards_are_fixed_blocks_of_global_rows():
         shard_streams(8, num_shards=4, shard_index=4)
 
 
+@pytest.mark.backend_dependent
 @pytest.mark.torch_ok
 def test_dataset_feeds_fit_and_evaluate():
     vocabulary_size = 11

@@ -7,6 +7,16 @@ import pytest
 
 BATCH, REPLICAS = 4, 2
 ROWS = BATCH // REPLICAS
+# Two replicas follow one device to float rounding. Measured (20 steps):
+# the memory within 7e-7 of one device's (activations of the replica's own
+# rows: no reduction across replicas), the logged losses within 9.5e-6 on
+# TensorFlow and 1.2e-6 on JAX (each a mean over both replicas' tokens and
+# Keras's running mean over the epoch, summed in another order). The
+# bounds are about 5x and 14x those.
+LOSS_ATOL, MEMORY_ATOL = 5e-5, 1e-5
+# Two processes reduce over gRPC (TensorFlow) or gloo (JAX): not measured
+# yet, so the earlier bounds stay (10x apart for the same reason).
+PROCESS_LOSS_ATOL, PROCESS_MEMORY_ATOL = 1e-3, 1e-4
 
 
 def test_two_replicas_follow_the_single_device_loss_curve(
@@ -16,7 +26,7 @@ def test_two_replicas_follow_the_single_device_loss_curve(
     multi = np.array(two_device_report["multi"]["losses"])
     assert two_device_report["num_replicas"] == REPLICAS
     assert single.shape == multi.shape == (20,)
-    np.testing.assert_allclose(multi, single, atol=1e-3, rtol=0)
+    np.testing.assert_allclose(multi, single, atol=LOSS_ATOL, rtol=0)
     # The curve moves: the comparison is not of two flat lines.
     assert single[:3].mean() - single[-3:].mean() > 0.5
 
@@ -32,7 +42,7 @@ def test_each_replica_keeps_the_memory_of_its_rows(two_device_report):
         rows = slice(r * ROWS, (r + 1) * ROWS)
         assert np.array(replica["memory"]).shape == memory[rows].shape
         np.testing.assert_allclose(
-            replica["memory"], memory[rows], atol=1e-4, rtol=0
+            replica["memory"], memory[rows], atol=MEMORY_ATOL, rtol=0
         )
         np.testing.assert_array_equal(replica["valid_length"], valid[rows])
     # The rows differ, so a replica holding another's rows would fail.
@@ -67,11 +77,14 @@ def test_memory_is_held_per_replica(two_device_report):
     assert parallel["memory_spec"] == ["batch", None, None, "model"]
     assert parallel["kernel_spec"] == [None, "model"]
     np.testing.assert_allclose(
-        parallel["losses"], single["losses"], atol=1e-3, rtol=0
+        parallel["losses"], single["losses"], atol=LOSS_ATOL, rtol=0
     )
     (replica,) = parallel["memory"]  # the batch axis has one device
     np.testing.assert_allclose(
-        replica["memory"], single["memory"][0]["memory"], atol=1e-4, rtol=0
+        replica["memory"],
+        single["memory"][0]["memory"],
+        atol=MEMORY_ATOL,
+        rtol=0,
     )
 
 
@@ -92,14 +105,14 @@ def test_batch_without_static_size_fails_before_training(two_device_report):
 
 def test_tpu_strategy_without_a_tpu_says_so(two_device_report):
     """TensorFlow: `TPUClusterResolver("local")` finds no TPU here. JAX:
-    the TPU strategy is TensorFlow's; JAX reaches TPUs through
-    `jax-data-parallel` (checked in `test_strategies.py`)."""
-    message = two_device_report.get("tpu_error")
+    the TPU strategy is TensorFlow's, refused after the JAX devices were
+    set up too (JAX reaches TPUs through `jax-data-parallel`)."""
+    message = two_device_report["tpu_error"]
+    assert message is not None
     if two_device_report["backend"] == "tensorflow":
-        assert message is not None and "found no TPU" in message
-        assert "tpu='local'" in message
+        assert "found no TPU" in message and "tpu='local'" in message
     else:
-        assert message is None
+        assert "Strategy 'tpu' runs on the tensorflow backend" in message
 
 
 @pytest.mark.slow
@@ -114,10 +127,13 @@ def test_two_processes_follow_the_single_device_run(
     for index, report in enumerate(two_process_reports):
         assert report["num_replicas"] == REPLICAS
         np.testing.assert_allclose(
-            report["multi"]["losses"], single["losses"], atol=1e-3, rtol=0
+            report["multi"]["losses"],
+            single["losses"],
+            atol=PROCESS_LOSS_ATOL,
+            rtol=0,
         )
         (local,) = report["multi"]["memory"]
         rows = slice(index * ROWS, (index + 1) * ROWS)
         np.testing.assert_allclose(
-            local["memory"], memory[rows], atol=1e-4, rtol=0
+            local["memory"], memory[rows], atol=PROCESS_MEMORY_ATOL, rtol=0
         )

@@ -20,7 +20,6 @@ def weights_of(lm):
 
 
 @pytest.mark.slow
-@pytest.mark.torch_ok
 def test_keras_file_round_trips_through_the_other_backends(tmp_path):
     """Saved here, loaded (safe mode) on each other backend with the same
     weights and logits; saved there, loaded back here, the same again."""

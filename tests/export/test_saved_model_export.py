@@ -27,7 +27,6 @@ def _serve(tmp_path, path, token_segments):
 
 
 @pytest.mark.slow
-@pytest.mark.torch_ok
 def test_one_export_serves_any_batch_size_without_keras(tmp_path):
     lm = tiny_lm()
     segment_length, memory_length = 4, 6

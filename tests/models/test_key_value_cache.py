@@ -2,6 +2,8 @@
 and `call_with_key_value_cache` compute what the graph computes on the
 hidden-state memory, and `generate()` gives the same tokens either way."""
 
+import collections
+
 import keras
 import numpy as np
 import pytest
@@ -64,11 +66,57 @@ def test_cache_steps_equal_memory_steps(options, segment_length):
     ] * 3
 
 
-def test_position_keys_are_computed_once_per_length():
+def test_position_keys_are_computed_once_per_length(monkeypatch):
+    """`generate()` projects the position embeddings of its one-token
+    steps once (`position_keys(1, M)`, one `(heads, head_dim, M + 2)` per
+    layer); the steps take them and project none themselves."""
     backbone = TransformerXLBackbone(**TINY)
     keys = backbone.position_keys(1, 5)
     assert len(keys) == 3
     assert [tuple(k.shape) for k in keys] == [(2, 4, 7)] * 3
+
+    lm = make_lm(memory_length=6)
+    # Eager: TensorFlow and torch run the Python of every step (JAX traces
+    # its loops' bodies once), so the counts are of steps.
+    lm.compile(sampler="greedy", run_eagerly=True)
+    backbone = lm.backbone
+    counts = collections.Counter()
+    in_step = []
+
+    def counted(name, function, inside_steps_only=False):
+        def wrapper(*args, **kwargs):
+            if in_step or not inside_steps_only:
+                counts[name] += 1
+            if name == "steps":
+                in_step.append(True)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                if name == "steps":
+                    in_step.pop()
+
+        return wrapper
+
+    monkeypatch.setattr(
+        backbone, "position_keys", counted("once", backbone.position_keys)
+    )
+    monkeypatch.setattr(
+        backbone,
+        "call_with_key_value_cache",
+        counted("steps", backbone.call_with_key_value_cache),
+    )
+    for block in backbone.transformer_layers:
+        attention = block.attention
+        project = counted("in steps", attention.position_keys, True)
+        monkeypatch.setattr(attention, "position_keys", project)
+    # 3-token prompts, segments of 4: the prompt's last 2 tokens and the 9
+    # new ones are one-token steps.
+    prompts = padded(prompts_of([3, 3], seed=4), 12)
+    lm.generate(prompts, stop_token_ids=None, segment_length=4)
+    assert counts["once"] == 1
+    assert counts["in steps"] == 0
+    many = 2 if keras.backend.backend() == "jax" else 11
+    assert counts["steps"] >= many, counts
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])

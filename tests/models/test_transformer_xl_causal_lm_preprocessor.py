@@ -102,6 +102,24 @@ def test_fit_on_strings_keeps_strings_independent():
     lm(lm.preprocessor(["c c c"])[0])
     np.testing.assert_allclose(_numpy(lm(x)), _numpy(alone), atol=1e-6)
 
+    # Beside a carried memory (token ids fitted first), strings neither
+    # read it nor write it.
+    ids = np.array([[2, 3, 4, 2], [4, 4, 3, 2]], "int32")
+    lm.fit(ids, ids, batch_size=2, verbose=0, shuffle=False)
+    held = _numpy(lm.memory_state.read())
+    assert held["valid_length"].min() > 0
+    assert np.abs(held["memory"]).max() > 0.01  # states to read
+    strings = ["a b c", "c a"]
+    lm.fit(strings, batch_size=2, verbose=0)
+    after = _numpy(lm.memory_state.read())
+    for key in held:
+        np.testing.assert_array_equal(after[key], held[key])
+    with_memory = lm.evaluate(strings, batch_size=2, verbose=0)
+    lm.reset_memory()
+    assert lm.evaluate(strings, batch_size=2, verbose=0) == pytest.approx(
+        with_memory, abs=1e-6
+    )
+
 
 def test_token_ids_pass_through_the_preprocessor_with_memory():
     lm = _lm(TransformerXLTokenizer(WORDS))

@@ -118,6 +118,9 @@ def test_nan_loss_stops_training_naming_the_step_and_causes(capsys):
     # the gradients, the weights and the carried memory stay finite.
     for weight in lm.weights:
         assert np.all(np.isfinite(to_numpy(weight))), weight.path
+    memory = lm.memory_state.read(2)  # written by the bad step too
+    assert to_numpy(memory["valid_length"]).tolist() == [4, 4]
+    assert np.all(np.isfinite(to_numpy(memory["memory"])))
 
 
 def test_nan_guard_can_raise():
