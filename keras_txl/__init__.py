@@ -23,6 +23,7 @@ _console.quiet_native_logs()
 from keras_txl import ablation  # noqa: E402
 from keras_txl import convert  # noqa: E402, F401
 from keras_txl import data  # noqa: E402
+from keras_txl import export  # noqa: E402, F401  (registers lm.export)
 from keras_txl import layers  # noqa: E402
 from keras_txl import metrics  # noqa: E402
 from keras_txl import models  # noqa: E402

@@ -323,6 +323,7 @@ def _evaluate(args):
             decay=args.dynamic_decay,
             segments_per_update=args.dynamic_segments_per_update,
         ),
+        token_losses=args.token_losses,
     )
     return 0
 
@@ -488,8 +489,21 @@ def make_parser():
         help="default: the run's evaluation memory length",
     )
     evaluate.add_argument("--segment-length", type=_integer(1))
-    evaluate.add_argument("--batch-size", type=_integer(1))
+    evaluate.add_argument(
+        "--streams",
+        "--batch-size",
+        dest="batch_size",
+        type=_integer(1),
+        help="parallel streams the text is cut into (default: 1 for "
+        "--corpus FILE, read once with its memory; else the run's batch "
+        "size). Each stream starts without memory: faster, a higher loss",
+    )
     evaluate.add_argument("--metrics-json", metavar="FILE")
+    evaluate.add_argument(
+        "--token-losses",
+        metavar="FILE",
+        help="write the loss (nats) of every token: .npy, else one a line",
+    )
     # The paper's protocol (docs/pretrained.md): any of these scores the
     # text with an explicit memory, as the authors' evaluation does.
     evaluate.add_argument(

@@ -701,6 +701,7 @@ def evaluate(
     same_length=None,
     memory_start=None,
     dynamic=None,
+    token_losses=None,
 ):
     """Bits per character of a saved model on a whole text, with memory.
 
@@ -716,8 +717,11 @@ def evaluate(
             the local copy of the benchmark (`None`: downloaded).
         memory_length: evaluation memory; `None`: the run's
             `eval_memory_length`.
-        segment_length, batch_size: `None`: the run's segment length and
-            batch size (fewer streams if the text is short).
+        segment_length: `None`: the run's segment length.
+        batch_size: number of streams (`--streams`). `None`: one stream
+            for a `corpus` file alone (a document read once, left to
+            right, as `TransformerXLCausalLM.score` reads it); else the
+            run's batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
         dataset: optional `"enwik8"`, `"text8"`, `"wikitext103"` or
             `"builtin"` (with `corpus`: the text file the run held
@@ -737,6 +741,9 @@ def evaluate(
             `decay`, `segments_per_update`): static and dynamic
             evaluation side by side (one stream unless `batch_size`);
             returns their `{"text", "static", "dynamic"}`.
+        token_losses: optional path of a file for the loss (nats) of every
+            token scored: `.npy` (float32 `(streams, n - 1)`), else one
+            number a line, stream after stream.
 
     With neither `corpus` nor `dataset`, the run folder alone says what to
     score: the run's own corpus (its `dataset` and `corpus` in
@@ -819,17 +826,28 @@ def evaluate(
         )
         _write_metrics(result, None, metrics_json)
         return result
-    rows = eval_batch_size(
-        len(ids), batch_size or run_config.get("batch_size", 16), length
-    )
-    dataset_ = _segments(
-        ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
-    )
+    # A text file is one document: read once, with its memory, unless
+    # --streams cuts it.
+    document = dataset is None
+    if document:
+        rows = batch_size or 1
+    else:
+        rows = eval_batch_size(
+            len(ids), batch_size or run_config.get("batch_size", 16), length
+        )
     log(
-        f"Evaluating {name}: {len(ids):,} tokens, {rows} streams, segments "
-        f"of {length}, memory {memory_length}."
+        f"Evaluating {name}: {len(ids):,} tokens, {rows} "
+        f"stream{'s' if rows > 1 else ''}, segments of {length}, memory "
+        f"{memory_length}."
     )
-    if (clamp_length, same_length, memory_start) != (None, None, None):
+    if rows > 1:
+        log(
+            f"Each of the {rows} streams starts from an empty memory: "
+            f"{rows} cold starts instead of one (a higher loss), for "
+            f"{rows} segments per step. --streams 1 reads the text once."
+        )
+    explicit = (clamp_length, same_length, memory_start, token_losses)
+    if document or explicit != (None,) * 4:
         result = evaluate_segments(
             lm,
             ids,
@@ -840,8 +858,15 @@ def evaluate(
             same_length=same_length,
             start=memory_start or "empty",
             log=log,
+            return_token_losses=token_losses is not None,
         )
+        if token_losses is not None:
+            _write_token_losses(token_losses, result.pop("token_losses"))
+            log(f"Wrote the loss of every token to {token_losses}")
     else:
+        dataset_ = _segments(
+            ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
+        )
         result = evaluate_bpc(lm, dataset_, memory_length, verbose=verbose)
     result.setdefault("tokens", int(len(ids)))
     result["text"] = name
@@ -876,6 +901,17 @@ def token_unit(tokenizer):
     ):
         return "word"
     return "token"
+
+
+def _write_token_losses(path, losses):
+    """Per-token losses `(streams, n)` to `.npy`, or one a line."""
+    import numpy as np
+
+    path = os.fspath(path)
+    if path.endswith(".npy"):
+        np.save(path, losses.astype("float32"))
+    else:
+        np.savetxt(path, losses.reshape(-1), fmt="%.6f")
 
 
 def generate(

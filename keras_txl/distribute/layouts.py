@@ -1,5 +1,8 @@
 import keras
 
+from keras_txl.models.layout_map import add_memory_layouts
+from keras_txl.models.layout_map import check_mesh_axes
+
 
 def memory_layout_map(
     device_mesh, layout_map=None, batch_dim_name=None, hidden_dim_name=None
@@ -41,12 +44,5 @@ def memory_layout_map(
     if layout_map is None:
         layout_map = keras.distribution.LayoutMap(device_mesh)
     batch = batch_dim_name or device_mesh.axis_names[0]
-    for name in (batch, hidden_dim_name):
-        if name is not None and name not in device_mesh.axis_names:
-            raise ValueError(
-                f"Mesh axis {name!r} is not an axis of the device mesh "
-                f"{tuple(device_mesh.axis_names)}."
-            )
-    layout_map[".*memory_state/memory"] = (batch, None, None, hidden_dim_name)
-    layout_map[".*memory_state/valid_length"] = (batch,)
-    return layout_map
+    check_mesh_axes(device_mesh, batch, hidden_dim_name)
+    return add_memory_layouts(layout_map, batch, hidden_dim_name)

@@ -58,6 +58,7 @@ import tempfile
 
 import keras
 
+from keras_txl.models.saved_model_exporter import register_saved_model_exporter
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool

@@ -13,6 +13,8 @@ from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
 )
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
+from keras_txl.models import layout_map
+from keras_txl.models import lora
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.quantization import check_quantize
 from keras_txl.models.quantization import quiet_layer_skips
@@ -255,40 +257,7 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
             num_layers, hidden_dim, memory_length, states_dtype
         )
         inputs = {"token_ids": token_ids, **memory_spec.inputs()}
-        memory = inputs["memory"]  # (batch, L, M, hidden)
-        valid_length = inputs["valid_length"]  # (batch,)
-
-        read_memory = self._read_memory(memory)  # (batch, L, M, hidden)
-        read_memory, read_valid_length = self._extend_read_memory(
-            inputs, read_memory, valid_length
-        )  # (batch, L, K - T, hidden), (batch,)
-        x = self._embed_tokens(token_ids)  # (batch, T, hidden)
-        x, position = self._embed_positions(
-            x, read_memory[:, 0]
-        )  # (batch, T, hidden), (K, hidden) or None
-        x = self.embedding_dropout(x)
-        if position is not None:
-            position = self.position_dropout(position)
-        layer_inputs = [x]
-        for i, block in enumerate(self.transformer_layers):
-            x = block(
-                x,
-                position,
-                memory=read_memory[:, i],
-                memory_valid_length=read_valid_length,
-            )  # (batch, T, hidden)
-            layer_inputs.append(x)
-        new_states = ops.stack(layer_inputs[:-1], axis=1)  # (b, L, T, hidden)
-        new_memory, new_valid_length = self.memory_cache(
-            memory, valid_length, new_states
-        )  # (batch, L, M, hidden), (batch,)
-        sequence_output = self.output_dropout(x)
-        outputs = {
-            "sequence_output": sequence_output,
-            "memory": new_memory,
-            "valid_length": new_valid_length,
-            **self._write_other_memory(inputs, new_states),
-        }
+        outputs = self._forward(inputs)
         super().__init__(
             inputs=inputs,
             outputs=outputs,
@@ -322,6 +291,48 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         `call_with_key_value_cache`'s first step."""
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         return x * ops.cast(math.sqrt(x.shape[-1]), x.dtype)
+
+    def _forward(self, inputs, layer_intercept_fn=None):
+        """The model: the outputs dict of the inputs dict. Builds the
+        functional graph in `__init__`, and runs eagerly for
+        `TransformerXLCausalLM.score(layer_intercept_fn=...)`, which
+        gets each layer's input: `layer_intercept_fn(x, -1)` the
+        embeddings, `layer_intercept_fn(x, i)` layer `i`'s output (what
+        it returns goes on, and into the memory)."""
+        intercept = layer_intercept_fn or (lambda x, unused_index: x)
+        memory = inputs["memory"]  # (batch, L, M, hidden)
+        valid_length = inputs["valid_length"]  # (batch,)
+        read_memory = self._read_memory(memory)  # (batch, L, M, hidden)
+        read_memory, read_valid_length = self._extend_read_memory(
+            inputs, read_memory, valid_length
+        )  # (batch, L, K - T, hidden), (batch,)
+        x = self._embed_tokens(inputs["token_ids"])  # (batch, T, hidden)
+        x, position = self._embed_positions(
+            x, read_memory[:, 0]
+        )  # (batch, T, hidden), (K, hidden) or None
+        x = self.embedding_dropout(intercept(x, -1))
+        if position is not None:
+            position = self.position_dropout(position)
+        layer_inputs = [x]
+        for i, block in enumerate(self.transformer_layers):
+            x = block(
+                x,
+                position,
+                memory=read_memory[:, i],
+                memory_valid_length=read_valid_length,
+            )  # (batch, T, hidden)
+            x = intercept(x, i)
+            layer_inputs.append(x)
+        new_states = ops.stack(layer_inputs[:-1], axis=1)  # (b, L, T, hidden)
+        new_memory, new_valid_length = self.memory_cache(
+            memory, valid_length, new_states
+        )  # (batch, L, M, hidden), (batch,)
+        return {
+            "sequence_output": self.output_dropout(x),
+            "memory": new_memory,
+            "valid_length": new_valid_length,
+            **self._write_other_memory(inputs, new_states),
+        }
 
     # === Hooks of the variants ===
     # `keras_txl.ablation.AblationTransformerXLBackbone` overrides the first
@@ -609,6 +620,88 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
             valid_length + segment_length, memory_length
         )  # (batch,)
         return x, {"key_values": new_key_values, "valid_length": valid_length}
+
+    @staticmethod
+    def get_layout_map(
+        device_mesh,
+        model_parallel_dim_name="model",
+        data_parallel_dim_name="batch",
+    ):
+        """A `keras.distribution.LayoutMap` that shards the weights over
+        `device_mesh`, as keras-hub's backbones' (Gemma, Llama), and lays
+        out the memory carried by `TransformerXLCausalLM.fit`.
+
+        Along `model_parallel_dim_name`: the token embedding's rows (and
+        an untied output layer's columns), the attention heads of the
+        query, key, value, position and output projections (and their
+        `u`, `v` biases), the feed-forward's inner axis. Along
+        `data_parallel_dim_name`: the hidden axis of those kernels, and
+        the batch axis of the carried memory. An adaptive embedding and
+        softmax stay whole.
+
+        Example:
+
+        ```python
+        mesh = keras.distribution.DeviceMesh(
+            (2, 4), ("batch", "model"), keras.distribution.list_devices()
+        )
+        layout_map = TransformerXLBackbone.get_layout_map(mesh)
+        keras.distribution.set_distribution(
+            keras.distribution.ModelParallel(layout_map=layout_map)
+        )
+        lm = TransformerXLCausalLM.from_preset(...)  # sharded as built
+        ```
+
+        Args:
+            device_mesh: a `keras.distribution.DeviceMesh`.
+            model_parallel_dim_name: str. Mesh axis of the model shards.
+            data_parallel_dim_name: str. Mesh axis of the batch.
+
+        Returns:
+            A `keras.distribution.LayoutMap`.
+        """
+        return layout_map.transformer_xl_layout_map(
+            device_mesh, model_parallel_dim_name, data_parallel_dim_name
+        )
+
+    def default_lora_layer_names(self):
+        """The layers `enable_lora` adapts by default: the attention's
+        query and value projections (`["query", "value"]`)."""
+        return list(lora.DEFAULT_LORA_TARGETS)
+
+    def enable_lora(self, rank, target_layer_names=None):
+        """keras-hub's LoRA: freezes every weight and adds trainable
+        low-rank updates of rank `rank` to the target projections.
+
+        Only the LoRA kernels train, so `save_lora_weights` holds all that
+        training changes (keras-hub leaves the bias of a `Dense` target
+        trainable). Targets, by layer name, in every block: `"query"`,
+        `"value"` (the default), `"key"`, `"position"` (the relative
+        positions' projection), `"attention_output"`, and the
+        feed-forward's `"intermediate"` and `"output"`.
+
+        Args:
+            rank: int >= 1. Rank of the updates.
+            target_layer_names: list of layer names, or `None` for
+                `default_lora_layer_names()`.
+        """
+        rank = check_positive_int("rank", rank)
+        if target_layer_names is None:
+            target_layer_names = self.default_lora_layer_names()
+        names = lora.check_lora_targets(self, target_layer_names)
+        super().enable_lora(rank, target_layer_names=names)
+        lora.freeze_all_but_lora(self)
+
+    def load_lora_weights(self, filepath):
+        """Loads `save_lora_weights`'s file; enables LoRA first, on the
+        layers the file holds, if it is not enabled."""
+        if not getattr(self, "_lora_enabled_layers", []):
+            import h5py
+
+            with h5py.File(filepath, "r") as file:
+                rank = int(file["lora"]["vars"]["rank"][()])
+            self.enable_lora(rank, lora.lora_targets_in_file(self, filepath))
+        super().load_lora_weights(filepath)
 
     def quantize(self, mode=None, config=None, filters=None, **kwargs):
         """`keras.Model.quantize`, checked before anything changes.

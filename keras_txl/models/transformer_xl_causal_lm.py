@@ -9,12 +9,15 @@ from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
+from keras_txl.models import causal_lm_scoring
+from keras_txl.models import lora
 from keras_txl.models.foreign_checkpoints import foreign_checkpoint_kind
 from keras_txl.models.foreign_checkpoints import load_foreign_checkpoint
 from keras_txl.models.foreign_checkpoints import saved_mixed_policy
 from keras_txl.models.memory_carry import CarriedMemory
 from keras_txl.models.memory_carry import is_text
 from keras_txl.models.memory_state import MemoryState
+from keras_txl.models.saved_model_exporter import saved_model_exporter
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
@@ -545,6 +548,128 @@ class TransformerXLCausalLM(
         )
         return outputs["logits"], self.backbone.memory_spec.select(outputs)
 
+    def score(
+        self,
+        token_ids,
+        padding_mask=None,
+        scoring_mode="logits",
+        layer_intercept_fn=None,
+        target_ids=None,
+        memory_length=None,
+        segment_length=None,
+        memory_start="empty",
+    ):
+        """Per-token scores of token ids, as keras-hub's causal LMs'
+        `score()`, for a text of any length.
+
+        The text is read in segments of `segment_length` tokens, each
+        attending to a memory of the `memory_length` positions before it
+        (the paper's evaluation): the memory and the time per token do not
+        grow with the text, and the scores are those of a loop of
+        `call_with_memory` over the segments. A text of at most
+        `segment_length` tokens is one forward pass. Each segment runs as
+        one compiled function (XLA on JAX and TensorFlow); with a
+        `layer_intercept_fn` the layers run eagerly, one by one, and the
+        scores are differentiable tensors.
+
+        Args:
+            token_ids: int `(batch, N)`: the text, any `N`.
+            padding_mask: optional bool `(batch, N)`, True on tokens then
+                False (right padding, as keras-hub pads): padding comes
+                after a row's tokens, so it changes none of their scores.
+            scoring_mode: `"logits"` (float32 `(batch, N, vocab)`;
+                log-probabilities with an adaptive softmax) or `"loss"`
+                (the negative log-likelihood of `target_ids`, `(batch,
+                N)`, nats).
+            layer_intercept_fn: optional `fn(x, i)` returning `x`'s
+                replacement: `i = -1` for the scaled token embeddings,
+                `i` for the output of layer `i`; what it returns goes on
+                to the next layer and into the memory.
+            target_ids: int `(batch, N)`, needed for `"loss"`: the token
+                each position predicts (for a text `ids`, score
+                `ids[:, :-1]` with `target_ids=ids[:, 1:]`).
+            memory_length: int >= 0 or `None` (the model's memory length).
+            segment_length: int >= 1 or `None` (64).
+            memory_start: `"empty"` or `"zeros"`, as
+                `backbone.initial_memory(start=...)`.
+
+        Returns:
+            The scores: `(batch, N, vocab)` or `(batch, N)`.
+
+        Example:
+
+        >>> import numpy as np
+        >>> backbone = TransformerXLBackbone(
+        ...     vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+        ...     head_dim=8, intermediate_dim=32, memory_length=8,
+        ... )
+        >>> lm = TransformerXLCausalLM(backbone)
+        >>> ids = np.random.randint(0, 50, size=(1, 1001))
+        >>> losses = lm.score(ids[:, :-1], scoring_mode="loss",
+        ...                   target_ids=ids[:, 1:], segment_length=100)
+        >>> tuple(losses.shape)
+        (1, 1000)
+        """
+        return causal_lm_scoring.score(
+            self,
+            token_ids,
+            padding_mask=padding_mask,
+            scoring_mode=scoring_mode,
+            layer_intercept_fn=layer_intercept_fn,
+            target_ids=target_ids,
+            memory_length=memory_length,
+            segment_length=segment_length,
+            memory_start=memory_start,
+        )
+
+    def enable_lora(self, rank, target_layer_names=None):
+        """`backbone.enable_lora` (see there for the targets), and the
+        output layer frozen too: only the LoRA kernels train."""
+        self.backbone.enable_lora(rank, target_layer_names)
+        lora.freeze_all_but_lora(self)
+
+    def save_lora_weights(self, filepath):
+        """`backbone.save_lora_weights`: the LoRA kernels, all that trains
+        after `enable_lora`."""
+        self.backbone.save_lora_weights(filepath)
+
+    def load_lora_weights(self, filepath):
+        """`backbone.load_lora_weights`, the output layer frozen."""
+        self.backbone.load_lora_weights(filepath)
+        lora.freeze_all_but_lora(self)
+
+    def export(
+        self,
+        filepath,
+        format="tf_saved_model",
+        verbose=None,
+        input_signature=None,
+        **kwargs,
+    ):
+        """Keras's `Model.export`, serving the explicit memory: a
+        TensorFlow SavedModel whose `serving_default(token_ids, memory,
+        valid_length)` returns the logits and the next memory, and
+        `initial_memory(batch_size)`; nothing is carried from one call to
+        the next. This is `keras_txl.export.export_saved_model` (see it
+        for the signatures; it runs from any backend); `kwargs` are its
+        `batch_size`, `segment_length`, `memory_length` and `overwrite`.
+        Keras's own export would trace the carried memory's path, whose
+        serving function keeps a state between calls; other formats and
+        an `input_signature` are refused."""
+        if format != "tf_saved_model" or input_signature is not None:
+            raise ValueError(
+                "TransformerXLCausalLM.export writes a SavedModel with the "
+                'memory as input and output (format="tf_saved_model", no '
+                f"input_signature); received format={format!r}"
+                + ("" if input_signature is None else ", an input_signature")
+                + ". For another format, export from "
+                "`keras_txl.export.export_saved_model`'s SavedModel."
+            )
+        export_saved_model = saved_model_exporter()
+        return export_saved_model(
+            self, filepath, verbose=bool(verbose), **kwargs
+        )
+
     def compile(
         self,
         optimizer="auto",
@@ -599,6 +724,12 @@ class TransformerXLCausalLM(
         self.compile(**config)
         if self.built:
             self.optimizer.build(self.trainable_variables)
+
+    def _carried_memory_arguments(self, method, args, kwargs):
+        if getattr(self.backbone, "_lora_enabled_layers", []):
+            # `backbone.enable_lora` leaves the output layer trainable.
+            lora.freeze_all_but_lora(self)
+        return super()._carried_memory_arguments(method, args, kwargs)
 
     def get_config(self):
         config = super().get_config()

@@ -134,6 +134,7 @@ def evaluate_segments(
     same_length=None,
     start="empty",
     log=None,
+    return_token_losses=False,
 ):
     """The mean loss per token of a text under the evaluation protocol of
     the paper's code, with an explicit memory.
@@ -157,13 +158,22 @@ def evaluate_segments(
         start: `"empty"` or `"zeros"`: see
             `TransformerXLBackbone.initial_memory`.
         log: optional function that prints a progress line per tenth.
+        return_token_losses: bool. Also return the loss of every token.
+
+    The text is scored by `TransformerXLCausalLM.score`: one stream
+    (`batch_size=1`) is the text read once, left to right, with its
+    memory; `B` streams start `B` times from the `start` memory, so their
+    first tokens have less context (a higher loss), in exchange for `B`
+    segments per step.
 
     Returns:
         A dict: `loss` (mean negative log-likelihood per token, nats),
         `bits_per_character` (`loss / ln 2`), `perplexity`, `tokens`
-        (scored), and the settings used.
+        (scored), and the settings used; with `return_token_losses`,
+        `token_losses`: float32 `(B, n - 1)`, the loss of token `t + 1`
+        of stream `b`, which is token `b * n + t + 1` of the text.
     """
-    from keras import ops
+    import numpy as np
 
     from keras_txl.utils.validation import check_positive_int
 
@@ -173,31 +183,26 @@ def evaluate_segments(
     if memory_length is None:
         memory_length = model.backbone.memory_length
     streams = text_streams(token_ids, batch_size)
-    memory = model.backbone.initial_memory(
-        batch_size, memory_length=memory_length, start=start
-    )
-    total, count = 0.0, 0
-    starts = segment_bounds(streams, segment_length)
-    for k, (t, end) in enumerate(starts):
-        logits, memory = model.call_with_memory(streams[:, t:end], memory)
-        log_probs = ops.log_softmax(logits, axis=-1)  # (B, T, V)
-        targets = ops.convert_to_tensor(streams[:, t + 1 : end + 1], "int32")
-        picked = ops.take_along_axis(
-            log_probs, ops.expand_dims(targets, -1), axis=-1
-        )  # (B, T, 1)
-        total -= float(ops.convert_to_numpy(ops.sum(picked)))
-        count += batch_size * (end - t)
-        if log is not None and (k + 1) % max(1, len(starts) // 10) == 0:
-            log(f"segment {k + 1}/{len(starts)}: loss {total / count:.4f}")
-    return segments_result(
-        total / count,
-        count,
+    losses = per_token_losses(
+        model,
+        streams,
+        segment_length,
+        memory_length=memory_length,
+        start=start,
+        log=log,
+    )  # (B, steps - 1)
+    result = segments_result(
+        float(np.sum(losses, dtype="float64")) / losses.size,
+        losses.size,
         model,
         batch_size,
         segment_length,
         memory_length,
         start,
     )
+    if return_token_losses:
+        result["token_losses"] = losses
+    return result
 
 
 def segments_result(
@@ -244,3 +249,49 @@ def segment_bounds(streams, segment_length):
         (t, min(t + segment_length, steps - 1))
         for t in range(0, steps - 1, segment_length)
     ]
+
+
+def per_token_losses(
+    lm, streams, segment_length, memory_length=None, start="empty", log=None
+):
+    """The loss of every token of `streams` after the first, by
+    `TransformerXLCausalLM.score` (segments, memory carried).
+
+    Args:
+        lm: a `TransformerXLCausalLM`.
+        streams: int array `(B, n)`: `B` texts (or parts of one), read
+            left to right.
+        segment_length: int. Tokens per segment.
+        memory_length: int >= 0 or `None` (the model's).
+        start: `"empty"` or `"zeros"`, the memory before the first token.
+        log: optional function that prints a progress line per tenth.
+
+    Returns:
+        A float32 NumPy array `(B, n - 1)`: the negative log-likelihood
+        (nats) of token `t + 1` of each stream given the tokens before it.
+    """
+    import numpy as np
+    from keras import ops
+
+    from keras_txl.models.causal_lm_scoring import score
+
+    streams = np.asarray(streams)
+    tenth = max(1, (streams.shape[1] - 1) // 10)
+    reported = [0]
+
+    def progress(done, total):
+        if log is not None and done // tenth > reported[0]:
+            reported[0] = done // tenth
+            log(f"{done:,}/{total:,} tokens scored per stream")
+
+    losses = score(
+        lm,
+        streams[:, :-1],
+        scoring_mode="loss",
+        target_ids=streams[:, 1:],
+        memory_length=memory_length,
+        segment_length=segment_length,
+        memory_start=start,
+        progress=progress,
+    )
+    return np.asarray(ops.convert_to_numpy(losses), dtype="float32")

@@ -150,6 +150,7 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
         < 1.0
     )
     assert "bits per character" in capsys.readouterr().out
+    _check_one_document(output, corpus, tmp_path, capsys)
     # The paper's protocol: explicit memory, from zeros that are attended
     # to, the TensorFlow mask; every token scored, the last segment short.
     protocol = str(tmp_path / "protocol.json")
@@ -187,6 +188,49 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     status = main(["train", "--corpus", corpus, "--output", output])
     _one_line_error(capsys, status, 1, "already holds a model")
     assert os.path.getmtime(os.path.join(output, "model.weights.h5")) == before
+
+
+def _check_one_document(output, corpus, tmp_path, capsys):
+    """`evaluate --corpus FILE` reads the file as one stream with its
+    memory: the losses of `TransformerXLCausalLM.score`, written per token
+    with --token-losses; --streams N cuts it into N cold-started streams."""
+    losses_file = str(tmp_path / "losses.npy")
+    metrics_file = str(tmp_path / "document.json")
+    argv = ["evaluate", output, "--corpus", corpus, "--memory-length", "16"]
+    status = main(
+        argv + ["--token-losses", losses_file, "--metrics-json", metrics_file]
+    )
+    assert status == 0
+    assert "1 stream," in capsys.readouterr().out
+    with open(metrics_file) as file:
+        document = json.load(file)
+    lm = artifacts.load_model(output)
+    ids = np.asarray(
+        data.cached_token_ids(
+            artifacts.load_tokenizer(output), data.TextSource(corpus)
+        )
+    )[None]
+    expected = keras.ops.convert_to_numpy(
+        lm.score(
+            ids[:, :-1],
+            scoring_mode="loss",
+            target_ids=ids[:, 1:],
+            memory_length=16,
+            segment_length=8,
+        )
+    )
+    losses = np.load(losses_file)
+    assert losses.shape == expected.shape == (1, ids.shape[1] - 1)
+    np.testing.assert_allclose(losses, expected, atol=1e-5)
+    assert document["batch_size"] == 1
+    assert document["loss"] == pytest.approx(float(expected.mean()), 1e-5)
+    status = main(argv + ["--streams", "4", "--metrics-json", metrics_file])
+    assert status == 0
+    assert "4 cold starts instead of one" in capsys.readouterr().out
+    with open(metrics_file) as file:
+        streams = json.load(file)
+    assert streams["batch_size"] == 4
+    assert streams["loss"] != pytest.approx(document["loss"], 1e-6)
 
 
 def _check_generate(output, capsys):

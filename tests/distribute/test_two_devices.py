@@ -62,8 +62,9 @@ def test_memory_is_held_per_replica(two_device_report):
     """TensorFlow: one sync-on-read copy per replica, of the per-replica
     batch. JAX: one global array whose rows the devices share; under
     `ModelParallel` over a (batch 1, model 2) mesh with the LayoutMap of
-    `memory_layout_map(hidden_dim_name="model")`, split along its hidden
-    axis, with the same loss curve and memory."""
+    `TransformerXLBackbone.get_layout_map`, the kernels split along the
+    model axis, the same loss curve, memory and `call_with_memory`
+    logits as on one device (1e-5)."""
     report = two_device_report
     if report["backend"] == "tensorflow":
         replicas = report["multi"]["memory"]
@@ -74,8 +75,7 @@ def test_memory_is_held_per_replica(two_device_report):
     assert report["memory_spec"] == ["batch", None, None, None]
     assert report["embedding_devices"] == 2  # weights copied on both
     parallel, single = report["model_parallel"], report["single"]
-    assert parallel["memory_spec"] == ["batch", None, None, "model"]
-    assert parallel["kernel_spec"] == [None, "model"]
+    assert parallel["memory_spec"] == ["batch", None, None, None]
     np.testing.assert_allclose(
         parallel["losses"], single["losses"], atol=LOSS_ATOL, rtol=0
     )
@@ -86,6 +86,36 @@ def test_memory_is_held_per_replica(two_device_report):
         atol=MEMORY_ATOL,
         rtol=0,
     )
+    np.testing.assert_allclose(
+        parallel["call_logits"], single["call_logits"], atol=1e-5, rtol=0
+    )
+    _check_sharded_kernels(parallel["specs"])
+
+
+def _check_sharded_kernels(specs):
+    """`TransformerXLBackbone.get_layout_map` splits the embedding, the
+    attention heads and the feed-forward's inner axis along the model
+    axis of the mesh (not replicated)."""
+    layer = "transformer_layer_1/"
+    assert specs["token_embedding/embeddings"] == ["model", "batch"]
+    for name in ("query", "key", "value", "position"):
+        assert specs[f"{layer}attention/{name}/kernel"] == [
+            "batch",
+            "model",
+            None,
+        ]
+    assert specs[f"{layer}attention/attention_output/kernel"] == [
+        "model",
+        None,
+        "batch",
+    ]
+    assert specs[f"{layer}attention/content_bias"] == ["model", None]
+    assert specs[f"{layer}intermediate/kernel"] == ["batch", "model"]
+    assert specs[f"{layer}output/kernel"] == ["model", "batch"]
+    (bias,) = [path for path in specs if path.endswith("/output_bias")]
+    assert specs[bias] == ["model"]
+    sharded = [path for path, axes in specs.items() if "model" in axes]
+    assert len(sharded) >= 2 * 9 + 2
 
 
 def test_batch_that_replicas_cannot_share_fails_before_training(

@@ -151,21 +151,34 @@ def spec(value):
     return [None if axis is None else str(axis) for axis in value.sharding.spec]
 
 
+def call_logits(lm):
+    """Logits of two segments by `call_with_memory` (the memory threaded)."""
+    inputs, _ = segments()
+    memory = lm.backbone.initial_memory(BATCH)
+    logits = []
+    for segment in inputs[:2]:
+        out, memory = lm.call_with_memory(segment, memory)
+        logits.append(keras.ops.convert_to_numpy(out).tolist())
+    return logits
+
+
 def model_parallel():
-    """JAX: a mesh of 1 (batch) x 2 (model) devices; the LayoutMap splits
-    the feed-forward kernels and the hidden axis of the memory."""
+    """JAX: a mesh of 1 (batch) x 2 (model) devices, the weights laid out
+    by `TransformerXLBackbone.get_layout_map` (memory included)."""
     devices = keras.distribution.list_devices()[:2]
     mesh = keras.distribution.DeviceMesh((1, 2), ("batch", "model"), devices)
-    layouts = distribute.memory_layout_map(mesh, hidden_dim_name="model")
-    layouts[".*/intermediate/kernel"] = (None, "model")
-    layouts[".*/output/kernel"] = ("model", None)
+    layouts = TransformerXLBackbone.get_layout_map(mesh)
     strategy = distribute.ReplicaStrategy.for_distribution(
         keras.distribution.ModelParallel(layout_map=layouts)
     )
     report, lm = train(strategy)
     report["memory_spec"] = spec(lm.memory_state.memory.value)
-    kernel = lm.backbone.transformer_layers[0].intermediate_dense.kernel
-    report["kernel_spec"] = spec(kernel.value)
+    report["specs"] = {
+        v.path: spec(v.value)
+        for v in lm.weights
+        if "memory_state" not in v.path
+    }
+    report["call_logits"] = call_logits(lm)
     return report
 
 
@@ -181,7 +194,7 @@ def two_devices():
     report = {"backend": BACKEND, "strategy": NAME}
     multi = distribute.make_strategy(NAME, NUM_DEVICES)
     report["num_replicas"] = multi.num_replicas
-    report["single"], _ = train(distribute.make_strategy("none"))
+    report["single"], single = train(distribute.make_strategy("none"))
     report["multi"], lm = train(multi)
     if BACKEND == "jax":
         value = lm.memory_state.memory.value
@@ -191,6 +204,7 @@ def two_devices():
         report["memory_spec"] = spec(value)
         kernel = lm.backbone.token_embedding.embeddings.value
         report["embedding_devices"] = len(kernel.sharding.device_set)
+        report["single"]["call_logits"] = call_logits(single)
         report["model_parallel"] = model_parallel()
     lm.reset_memory()  # from outside the replicas: every copy forgets
     report["largest_after_reset"] = max(

@@ -1,0 +1,222 @@
+"""`TransformerXLCausalLM.score`: keras-hub's per-token scores of a text
+of any length, read in segments with the memory carried.
+
+keras-hub's causal LMs score a sequence in one pass. A Transformer-XL
+reads a text longer than one segment as it was trained to: segment after
+segment, each attending to the memory of the ones before it. The memory
+has a fixed size, so the memory used and the time per token stay the same
+whatever the length of the text; the scores are those of a hand loop over
+`call_with_memory`.
+"""
+
+import numpy as np
+from keras import ops
+
+from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import check_token_ids
+
+SCORING_MODES = ("logits", "loss")
+# Tokens per segment when `segment_length` is None (as `generate`'s
+# prompt segments).
+DEFAULT_SEGMENT_LENGTH = 64
+
+
+def score(
+    lm,
+    token_ids,
+    padding_mask=None,
+    scoring_mode="logits",
+    layer_intercept_fn=None,
+    target_ids=None,
+    memory_length=None,
+    segment_length=None,
+    memory_start="empty",
+    progress=None,
+):
+    """Per-token scores of `token_ids`: `TransformerXLCausalLM.score`.
+
+    Args:
+        lm: a `TransformerXLCausalLM`.
+        progress: optional function called after each segment with the
+            number of tokens scored so far and the total (per row).
+        Others: see `TransformerXLCausalLM.score`.
+
+    Returns:
+        Float32 logits `(batch, N, vocab)` or losses `(batch, N)`.
+    """
+    from keras_txl.models.transformer_xl_backbone import check_memory_start
+
+    if scoring_mode not in SCORING_MODES:
+        raise ValueError(
+            f"`scoring_mode` must be one of {SCORING_MODES}. Received: "
+            f"scoring_mode={scoring_mode!r}"
+        )
+    if scoring_mode == "loss" and target_ids is None:
+        raise ValueError(
+            "`scoring_mode='loss'` needs `target_ids`, the token that each "
+            "position predicts: for a text `ids`, score `ids[:, :-1]` with "
+            "`target_ids=ids[:, 1:]`."
+        )
+    backbone = lm.backbone
+    vocabulary_size = backbone.vocabulary_size
+    eager = layer_intercept_fn is not None
+    token_ids = check_token_ids(token_ids, vocabulary_size)
+    shape = tuple(ops.shape(token_ids))
+    targets = None
+    if target_ids is not None:
+        target_ids = check_token_ids(target_ids, vocabulary_size, "target_ids")
+        if tuple(ops.shape(target_ids)) != shape:
+            raise ValueError(
+                "`target_ids` must have the shape of `token_ids`, "
+                f"{shape}. Received shape {tuple(ops.shape(target_ids))}."
+            )
+        targets = target_ids if eager else _host(target_ids)
+    if padding_mask is not None:
+        _check_right_padded(padding_mask, shape)
+    memory_length = check_optional_positive_int(
+        "memory_length", memory_length, allow_zero=True
+    )
+    if memory_length is None:
+        memory_length = lm.carried_memory_length
+    segment_length = check_optional_positive_int(
+        "segment_length", segment_length
+    )
+    if segment_length is None:
+        segment_length = DEFAULT_SEGMENT_LENGTH
+    memory_start = check_memory_start(memory_start)
+    if not lm.built:
+        lm.build()
+    batch_size, length = shape
+    memory = backbone.initial_memory(
+        batch_size, memory_length=memory_length, start=memory_start
+    )
+    loss = scoring_mode == "loss"
+    if eager:
+        step = _intercepted_step(lm, layer_intercept_fn, loss)
+        ids = token_ids
+    else:
+        step = _compiled_step(lm, loss)
+        ids = _host(token_ids)
+    scores = []
+    for start in range(0, length, segment_length):
+        end = min(start + segment_length, length)
+        segment_targets = None if targets is None else targets[:, start:end]
+        segment_scores, memory = step(
+            ids[:, start:end], segment_targets, memory
+        )  # (batch, T, vocab) or (batch, T)
+        scores.append(segment_scores if eager else _host(segment_scores))
+        if progress is not None:
+            progress(end, length)
+    if eager:
+        return scores[0] if len(scores) == 1 else ops.concatenate(scores, 1)
+    return ops.convert_to_tensor(np.concatenate(scores, axis=1))
+
+
+def _host(x):
+    return np.asarray(ops.convert_to_numpy(x))
+
+
+def _segment_scores(lm, logits, targets, loss):
+    """Logits, or the negative log-likelihood `(batch, T)` of `targets`."""
+    if not loss:
+        return logits
+    log_probs = ops.log_softmax(logits, axis=-1)  # (batch, T, vocab)
+    picked = ops.take_along_axis(
+        log_probs, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1
+    )  # (batch, T, 1)
+    return -picked[..., 0]
+
+
+def _intercepted_step(lm, layer_intercept_fn, loss):
+    """One segment, eagerly, layer by layer (`layer_intercept_fn`)."""
+    backbone = lm.backbone
+
+    def step(token_ids, targets, memory):
+        inputs = {"token_ids": ops.cast(token_ids, "int32"), **memory}
+        outputs = backbone._forward(inputs, layer_intercept_fn)
+        logits = lm.compute_logits(outputs["sequence_output"])
+        memory = backbone.memory_spec.select(outputs)
+        return _segment_scores(lm, logits, targets, loss), memory
+
+    return step
+
+
+def _compiled_step(lm, loss):
+    """One segment `(token_ids, targets, memory) -> (scores, memory)`,
+    compiled as `generate` is: XLA on JAX and TensorFlow (one function
+    for every segment of a length), eager without gradients on torch.
+    Kept on the model for its variables of the time (a change, such as
+    `enable_lora` or `quantize`, makes another)."""
+    import keras
+
+    key = (loss, keras.config.backend(), tuple(map(id, lm.variables)))
+    steps = lm.__dict__.setdefault("_score_steps", {})
+    if key not in steps:
+        steps.clear()
+        steps[key] = _make_compiled_step(lm, loss)
+    return steps[key]
+
+
+def _make_compiled_step(lm, loss):
+    import keras
+
+    def step(token_ids, targets, memory):
+        inputs = {"token_ids": ops.cast(token_ids, "int32"), **memory}
+        outputs = lm(inputs, training=False)
+        memory = lm.backbone.memory_spec.select(outputs)
+        scores = _segment_scores(lm, outputs["logits"], targets, loss)
+        return scores, memory
+
+    backend = keras.config.backend()
+    if backend == "jax":
+        import jax
+
+        variables = list(lm.trainable_variables) + list(
+            lm.non_trainable_variables
+        )
+
+        @jax.jit
+        def stateless_step(values, token_ids, targets, memory):
+            with keras.StatelessScope(state_mapping=zip(variables, values)):
+                return step(token_ids, targets, memory)
+
+        def run(token_ids, targets, memory):
+            values = [variable.value for variable in variables]
+            return stateless_step(values, token_ids, targets, memory)
+
+        return run
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        jit = all(
+            getattr(layer, "supports_jit", True)
+            for layer in lm._flatten_layers()
+        )
+        return tf.function(step, jit_compile=jit, reduce_retracing=True)
+    if backend == "torch":
+        import torch
+
+        def run(token_ids, targets, memory):
+            with torch.no_grad():
+                return step(token_ids, targets, memory)
+
+        return run
+    return step
+
+
+def _check_right_padded(padding_mask, shape):
+    """Raises a `ValueError` unless `padding_mask` has the shape of the ids
+    and each row is True, then False (keras-hub's right padding)."""
+    mask = _host(padding_mask).astype(bool)
+    if mask.shape != shape:
+        raise ValueError(
+            f"`padding_mask` must have the shape of `token_ids`, {shape}. "
+            f"Received shape {mask.shape}."
+        )
+    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
+    if rows.size:
+        raise ValueError(
+            "`padding_mask` must be True on a row's tokens, then False "
+            f"(right padding). Row {int(rows[0])} has padding before "
+            "tokens: move each text to the start of its row."
+        )

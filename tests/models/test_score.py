@@ -1,0 +1,183 @@
+"""`TransformerXLCausalLM.score`: keras-hub's signature, and texts longer
+than a segment scored with the memory carried."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
+from keras_txl.training.evaluation import evaluate_segments
+from tests.test_case import to_numpy
+
+VOCABULARY_SIZE = 30
+
+
+@pytest.fixture(scope="module")
+def lm():
+    keras.utils.set_random_seed(0)
+    model = TransformerXLCausalLM(
+        TransformerXLBackbone(
+            vocabulary_size=VOCABULARY_SIZE,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=8,
+            head_dim=4,
+            intermediate_dim=16,
+            memory_length=6,
+            initializer_range=0.3,
+        )
+    )
+    model.build()
+    return model
+
+
+def _ids(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, VOCABULARY_SIZE, shape).astype("int32")
+
+
+def _hand_loop(lm, ids, segment_length, memory_length):
+    """Losses of `ids[:, 1:]` by `call_with_memory`, segment by segment."""
+    memory = lm.backbone.initial_memory(len(ids), memory_length=memory_length)
+    losses = []
+    for start in range(0, ids.shape[1] - 1, segment_length):
+        end = min(start + segment_length, ids.shape[1] - 1)
+        logits, memory = lm.call_with_memory(ids[:, start:end], memory)
+        log_probs = to_numpy(ops.log_softmax(logits, axis=-1))
+        targets = ids[:, start + 1 : end + 1, None]
+        losses.append(-np.take_along_axis(log_probs, targets, -1)[..., 0])
+    return np.concatenate(losses, axis=1)
+
+
+def test_twenty_thousand_tokens_equal_a_hand_loop_of_call_with_memory(lm):
+    ids = _ids((1, 20_001))
+    losses = lm.score(
+        ids[:, :-1],
+        scoring_mode="loss",
+        target_ids=ids[:, 1:],
+        memory_length=50,
+        segment_length=1000,
+    )
+    expected = _hand_loop(lm, ids, 1000, 50)
+    assert tuple(losses.shape) == (1, 20_000)
+    np.testing.assert_allclose(to_numpy(losses), expected, atol=1e-5)
+    # The memory mattered: without it every segment starts cold.
+    cold = lm.score(
+        ids[:, :2001],
+        scoring_mode="loss",
+        target_ids=ids[:, 1:2002],
+        memory_length=0,
+        segment_length=1000,
+    )
+    cold_change = np.abs(to_numpy(cold)[0, 1000:] - expected[0, 1000:2001])
+    assert cold_change.max() > 1e-3
+
+    # The one-document evaluation is the same computation.
+    result = evaluate_segments(
+        lm,
+        ids[0, :5001],
+        batch_size=1,
+        segment_length=1000,
+        memory_length=50,
+        return_token_losses=True,
+    )
+    np.testing.assert_allclose(
+        result["token_losses"], expected[:, :5000], atol=1e-5
+    )
+    assert result["loss"] == pytest.approx(expected[:, :5000].mean(), 1e-5)
+
+
+def test_logits_and_loss_modes_of_one_segment(lm):
+    ids = _ids((2, 9), seed=1)
+    logits = lm.score(ids[:, :-1])  # keras-hub's default mode: logits
+    expected, _ = lm.call_with_memory(
+        ids[:, :-1], lm.backbone.initial_memory(2)
+    )
+    np.testing.assert_allclose(to_numpy(logits), to_numpy(expected), atol=1e-5)
+    losses = lm.score(ids[:, :-1], scoring_mode="loss", target_ids=ids[:, 1:])
+    keras_hub_loss = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=None
+    )(ids[:, 1:], expected)
+    assert tuple(losses.shape) == (2, 8)
+    np.testing.assert_allclose(
+        to_numpy(losses), to_numpy(keras_hub_loss), atol=1e-5
+    )
+
+
+def test_layer_intercept_fn_sees_every_layer_and_feeds_the_memory(lm):
+    ids = _ids((1, 12), seed=2)
+    calls = []
+
+    def identity(x, index):
+        calls.append(index)
+        return x
+
+    plain = to_numpy(lm.score(ids, segment_length=6, memory_length=6))
+    seen = to_numpy(
+        lm.score(
+            ids, segment_length=6, memory_length=6, layer_intercept_fn=identity
+        )
+    )
+    assert calls == [-1, 0, 1] * 2  # two segments, two layers
+    np.testing.assert_allclose(seen, plain, atol=1e-5)
+
+    def zero_the_embeddings(x, index):
+        return x * 0.0 if index == -1 else x
+
+    changed = to_numpy(
+        lm.score(
+            ids[:, :6],
+            segment_length=6,
+            memory_length=6,
+            layer_intercept_fn=zero_the_embeddings,
+        )
+    )
+    assert np.abs(changed - plain[:, :6]).max() > 1e-3
+
+    # What the function returns goes into the memory: the second segment
+    # changes when only the first one's embeddings are zeroed.
+    first = []
+
+    def zero_the_first_segment(x, index):
+        if index == -1:
+            first.append(len(first) == 0)
+        return x * 0.0 if first[-1] and index == -1 else x
+
+    after = to_numpy(
+        lm.score(
+            ids,
+            segment_length=6,
+            memory_length=6,
+            layer_intercept_fn=zero_the_first_segment,
+        )
+    )
+    assert np.abs(after[:, 6:] - plain[:, 6:]).max() > 1e-3
+
+
+def test_right_padding_changes_no_score_before_it(lm):
+    ids = _ids((2, 10), seed=3)
+    padded = ids.copy()
+    padded[1, 6:] = 0
+    mask = np.ones_like(ids, dtype=bool)
+    mask[1, 6:] = False
+    expected = to_numpy(lm.score(ids, segment_length=4))
+    scores = to_numpy(lm.score(padded, padding_mask=mask, segment_length=4))
+    np.testing.assert_allclose(scores[1, :6], expected[1, :6], atol=1e-5)
+    np.testing.assert_allclose(scores[0], expected[0], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scoring_mode": "bits"}, "scoring_mode"),
+        ({"scoring_mode": "loss"}, "target_ids"),
+        ({"segment_length": 0}, "segment_length"),
+        ({"target_ids": np.zeros((1, 3), "int32")}, "shape of `token_ids`"),
+        ({"padding_mask": np.array([[0, 1, 1, 1]], bool)}, "right padding"),
+    ],
+)
+def test_bad_arguments_say_what_to_fix(lm, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        lm.score(_ids((1, 4)), **kwargs)
