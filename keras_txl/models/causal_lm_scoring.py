@@ -100,11 +100,22 @@ def score(
     scores = []
     for start in range(0, length, segment_length):
         end = min(start + segment_length, length)
+        segment = ids[:, start:end]
         segment_targets = None if targets is None else targets[:, start:end]
+        pad = 0 if eager or start == 0 else start + segment_length - end
+        if pad:
+            # The last, shorter segment padded at its end (which changes
+            # none of its scores): no second compilation for its length.
+            segment = np.pad(segment, [(0, 0), (0, pad)])
+            if segment_targets is not None:
+                segment_targets = np.pad(segment_targets, [(0, 0), (0, pad)])
         segment_scores, memory = step(
-            ids[:, start:end], segment_targets, memory
+            segment, segment_targets, memory
         )  # (batch, T, vocab) or (batch, T)
-        scores.append(segment_scores if eager else _host(segment_scores))
+        if eager:
+            scores.append(segment_scores)
+        else:
+            scores.append(_host(segment_scores)[:, : end - start])
         if progress is not None:
             progress(end, length)
     if eager:
