@@ -626,7 +626,7 @@ class TransformerXLCausalLM(
         """`backbone.enable_lora` (see there for the targets), and the
         output layer frozen too: only the LoRA kernels train."""
         self.backbone.enable_lora(rank, target_layer_names)
-        lora.freeze_all_but_lora(self)
+        self._freeze_all_but_lora()
 
     def save_lora_weights(self, filepath):
         """`backbone.save_lora_weights`: the LoRA kernels, all that trains
@@ -636,6 +636,12 @@ class TransformerXLCausalLM(
     def load_lora_weights(self, filepath):
         """`backbone.load_lora_weights`, the output layer frozen."""
         self.backbone.load_lora_weights(filepath)
+        self._freeze_all_but_lora()
+
+    def _freeze_all_but_lora(self):
+        # Built first: the output layer's weights are made in `build`.
+        if not self.built:
+            self.build()
         lora.freeze_all_but_lora(self)
 
     def export(
@@ -728,7 +734,7 @@ class TransformerXLCausalLM(
     def _carried_memory_arguments(self, method, args, kwargs):
         if getattr(self.backbone, "_lora_enabled_layers", []):
             # `backbone.enable_lora` leaves the output layer trainable.
-            lora.freeze_all_but_lora(self)
+            self._freeze_all_but_lora()
         return super()._carried_memory_arguments(method, args, kwargs)
 
     def get_config(self):

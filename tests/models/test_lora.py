@@ -87,6 +87,17 @@ def test_lora_round_trip_is_exact_and_only_lora_trains(
     assert {v.path for v in fresh.trainable_variables} == trainable
 
 
+def test_lora_before_the_first_build_freezes_the_output_layer():
+    """`enable_lora` on a model not built yet (as from a constructor): the
+    output layer made by the first `fit` is frozen too."""
+    keras.utils.set_random_seed(0)
+    lm = TransformerXLCausalLM(TransformerXLBackbone(**CONFIG))
+    lm.backbone.enable_lora(2)
+    _fit(lm)
+    trainable = {v.path for v in lm.trainable_variables}
+    assert trainable and all("lora_kernel" in path for path in trainable)
+
+
 def test_lora_targets_are_checked():
     lm = _lm()
     with pytest.raises(ValueError, match="attention_output"):
