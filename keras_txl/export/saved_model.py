@@ -447,3 +447,6 @@ def _write_archive(archive, path, verbose):
     were, and no folder it had to create."""
     with AtomicFolder(path) as folder:
         archive.write_out(folder.path, verbose=verbose)
+
+
+register_saved_model_exporter(export_saved_model)
