@@ -88,6 +88,11 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         tag = f"{self.history.step:08d}-{uuid.uuid4().hex[:8]}"
         names = {"weights": f"state-{tag}.weights.h5"}
         model = self.model
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is not None and not optimizer.built:
+            # Before the first step: its fresh state, so that the file
+            # holds what `restore` checks it against (weights + optimizer).
+            optimizer.build(model.trainable_variables)
         # (Names no `state.json` holds yet: written in place.)
         model.save_weights(os.path.join(self.directory, names["weights"]))
         state = model.memory_state

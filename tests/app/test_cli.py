@@ -284,7 +284,7 @@ import numpy as np
 from keras_txl.app.cli import main
 from keras_txl.app.run import fit_language_model
 from keras_txl.app.train_config import TrainConfig
-from keras_txl.training.training_checkpoint import MEMORY_FILE
+from keras_txl.training import TrainingCheckpoint
 
 corpus, folder, strategy, tiny_run = sys.argv[1:]
 two = ["--strategy", strategy, "--num-devices", "2"]
@@ -331,7 +331,9 @@ report["stopped_at"] = first["history"].step
 for control in ("lost", "swapped"):
     copy = os.path.join(folder, control)
     shutil.copytree(stopped, copy)
-    path = os.path.join(copy, "checkpoint", MEMORY_FILE)
+    checkpoint = os.path.join(copy, "checkpoint")
+    files = TrainingCheckpoint.read_state(checkpoint)["files"]
+    path = os.path.join(checkpoint, files["memory"])
     with np.load(path) as arrays:
         memory = dict(arrays)
     for key, value in memory.items():
