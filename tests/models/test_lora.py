@@ -8,32 +8,18 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
+from tests.models.test_transformer_xl_causal_lm import _lm as _plain_lm
 from tests.test_case import to_numpy
 
 HF_FOLDER = os.path.join(
     os.path.dirname(__file__), "..", "fixtures", "hf_transfo_xl"
 )
-CONFIG = dict(
-    vocabulary_size=20,
-    num_layers=2,
-    num_heads=2,
-    hidden_dim=8,
-    head_dim=4,
-    intermediate_dim=16,
-    memory_length=4,
-    initializer_range=0.3,
-)
 
 
 def _lm(**config):
-    keras.utils.set_random_seed(0)
-    lm = TransformerXLCausalLM(
-        TransformerXLBackbone(**{**CONFIG, **config}), tie_weights=False
-    )
-    lm.build()
-    return lm
+    """The shared tiny model (seeded, built), with its own output kernel."""
+    return _plain_lm(tie_weights=False, **config)
 
 
 def _fit(lm, seed=0):
@@ -91,7 +77,7 @@ def test_lora_before_the_first_build_freezes_the_output_layer():
     """`enable_lora` on a model not built yet (as from a constructor): the
     output layer made by the first `fit` is frozen too."""
     keras.utils.set_random_seed(0)
-    lm = TransformerXLCausalLM(TransformerXLBackbone(**CONFIG))
+    lm = TransformerXLCausalLM(_plain_lm().backbone)  # not built
     lm.backbone.enable_lora(2)
     _fit(lm)
     trainable = {v.path for v in lm.trainable_variables}
