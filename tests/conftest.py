@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -11,6 +13,21 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 # The token cache of the tests (and of the commands they run) is theirs,
 # not the user's ~/.keras/keras_txl_cache.
 os.environ["KERAS_TXL_CACHE"] = tempfile.mkdtemp(prefix="keras_txl_cache_")
+# JAX compiles each program once per process: a jitted step, and each
+# eager op of a new shape (every initializer of a new model). The tests
+# compile the same tiny programs again and again, in both pytest workers
+# and in the processes they start (the `keras-txl` command, the examples,
+# the fresh-process children). One persistent compilation cache per test
+# session, shared by all of them, compiles each program once: measured on
+# 2 cores, a fresh-process child that loads four runs 164 s -> 37 s, and
+# tests/models/test_generate.py 224 s -> 65 s with the cache filled. The
+# first process that imports this file (the xdist controller) makes it;
+# the workers and children inherit the variable.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _jax_cache = tempfile.mkdtemp(prefix="keras_txl_jax_cache_")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _jax_cache
+    atexit.register(shutil.rmtree, _jax_cache, ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import gc  # noqa: E402
 
@@ -90,6 +107,7 @@ ONE_BACKEND = (
     "tests/data/",
     "tests/benchmarks/",
     "tests/test_ci_selection.py",
+    "tests/test_ci_timings.py",
     "tests/test_docs.py",
     "tests/test_docstring_examples.py",
     "tests/test_fixture_scripts.py",
