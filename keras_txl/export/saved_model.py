@@ -229,6 +229,15 @@ def export_main(
             f"preset (task.json, from `lm.save_to_preset(model_dir)`, "
             f"`keras-txl train` or `keras-txl convert`) nor {MODEL_FILENAME}."
         )
+    if preset and not os.path.isfile(
+        os.path.join(os.fspath(model_dir), "config.json")
+    ):
+        # Said here, before a TensorFlow child process is started for it.
+        raise FileNotFoundError(
+            f"The keras-hub preset in {os.fspath(model_dir)!r} has no "
+            "config.json (the backbone's config): copy the whole folder "
+            "that `keras-txl train` or `keras-txl convert` wrote."
+        )
     out_dir = _check_destination(out_dir, overwrite)
     if keras.config.backend() != "tensorflow":
         _export_in_tensorflow_process(

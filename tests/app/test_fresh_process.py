@@ -87,6 +87,7 @@ def test_a_user_in_a_fresh_process(backend, tmp_path):
         result = loaded[kind]
         assert result["classes"] == ["TransformerXLCausalLM"] * 2, kind
         assert result["tokenizer"] == tokenizer
+        assert result["same_weights"], kind
         if kind == "word":
             # The "word" tokenizer (keras-hub's WordPiece over whole words)
             # takes words, not text: `generate("the")` on such a run is
