@@ -277,27 +277,43 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         )
         output_dim = self.output_dim or query_dim
         heads, head_dim = self.num_heads, self.head_dim
+        projection = ("btd,dnh->btnh", (None, heads, head_dim))
+        self.query_dense = self._dense("query", *projection, query_dim)
+        self.key_dense = self._dense("key", *projection, query_dim)
+        self.value_dense = self._dense("value", *projection, query_dim)
+        self._build_position_weights(position_dim)
+        self.output_dense = self._dense(
+            "attention_output",
+            "btnh,nhd->btd",
+            (None, output_dim),
+            (heads, head_dim),
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy
+        )
+        self.built = True
 
-        def dense(name, equation, output_shape, input_dim):
-            layer = keras.layers.EinsumDense(
-                equation,
-                output_shape=output_shape,
-                kernel_initializer=self.kernel_initializer,
-                dtype=self.dtype_policy,
-                name=name,
-            )
-            layer.build((None, None, input_dim))
-            return layer
+    def _dense(self, name, equation, output_shape, input_dims):
+        """A built `EinsumDense` projection of this layer's inputs of
+        trailing dimensions `input_dims` (an int or a tuple)."""
+        if isinstance(input_dims, int):
+            input_dims = (input_dims,)
+        layer = keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        layer.build((None, None) + tuple(input_dims))
+        return layer
 
-        self.query_dense = dense(
-            "query", "btd,dnh->btnh", (None, heads, head_dim), query_dim
-        )
-        self.key_dense = dense(
-            "key", "btd,dnh->btnh", (None, heads, head_dim), query_dim
-        )
-        self.value_dense = dense(
-            "value", "btd,dnh->btnh", (None, heads, head_dim), query_dim
-        )
+    def _build_position_weights(self, position_dim):
+        """The weights of the position terms, built between the value and
+        the output projections: `W_r` (`position_dense`) and `u`, `v`.
+        A variant with other position terms overrides it with
+        `_compute_attention`."""
+        heads, head_dim = self.num_heads, self.head_dim
         self.position_dense = keras.layers.EinsumDense(
             "kd,dnh->knh",
             output_shape=(heads, head_dim),
@@ -306,14 +322,6 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             name="position",
         )
         self.position_dense.build((None, position_dim))
-        self.output_dense = keras.layers.EinsumDense(
-            "btnh,nhd->btd",
-            output_shape=(None, output_dim),
-            kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy,
-            name="attention_output",
-        )
-        self.output_dense.build((None, None, heads, head_dim))
         # u and v of the paper (the authors' r_w_bias and r_r_bias).
         self.content_bias = self.add_weight(
             name="content_bias",
@@ -325,10 +333,6 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             shape=(heads, head_dim),
             initializer=self.bias_initializer,
         )
-        self.dropout_layer = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy
-        )
-        self.built = True
 
     def _mask(
         self,
@@ -351,7 +355,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     def call(
         self,
         query,
-        position_embedding,
+        position_embedding=None,
         memory=None,
         memory_valid_length=None,
         attention_mask=None,
@@ -379,6 +383,124 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
         query_length = ops.shape(query)[1]
         key_length = ops.shape(context if key_values is None else key_values)[1]
+
+        # Queries, keys and values are laid out heads-first, (heads,
+        # batch, length, head_dim), and so are the scores, (heads, batch,
+        # T, K): every product is then a plain batched matmul whose
+        # result needs no transpose. Only the small (.., head_dim)
+        # tensors are transposed, never the (T, K) scores.
+        q = self._queries(query)  # (heads, batch, T, head_dim)
+        if key_values is None:
+            key_values = self.key_values(context)  # (batch, K, 2 * nh)
+        k, v = self._split_key_values(key_values)  # (heads, b, K, hd) each
+        allowed = self._mask(
+            query_length,
+            key_length,
+            memory_valid_length,
+            attention_mask,
+            use_causal_mask,
+        )  # (batch or 1, T, K)
+        attended, probs = self._compute_attention(
+            q,
+            k,
+            v,
+            allowed,
+            position_embedding=position_embedding,
+            position_keys=position_keys,
+            training=training,
+        )  # (heads, batch, T, head_dim), (heads, batch, T, K)
+        output = self._output(attended)  # (batch, T, output_dim)
+        if return_attention_scores:
+            return output, ops.transpose(
+                probs, (1, 0, 2, 3)
+            )  # (batch, heads, T, K)
+        return output
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        allowed,
+        position_embedding=None,
+        position_keys=None,
+        training=None,
+    ):
+        """The attention of the projected heads: the one method a variant
+        with other position terms overrides (as Keras's
+        `MultiHeadAttention._compute_attention`; see
+        `LearnedRelativeMultiHeadAttention`).
+
+        Args:
+            query: `(heads, batch, T, head_dim)`, the projected queries.
+            key, value: `(heads, batch, K, head_dim)` each, of
+                `concat(memory, segment)`.
+            allowed: boolean `(batch or 1, T, K)`; True = attend.
+            position_embedding, position_keys, training: the call's.
+
+        Returns:
+            `(attended, probabilities)`: `(heads, batch, T, head_dim)` and
+            the float32 `(heads, batch, T, K)` before dropout.
+        """
+        dtype = self.compute_dtype
+        heads, batch = self.num_heads, ops.shape(query)[1]
+        query_length, key_length = ops.shape(query)[2], ops.shape(key)[2]
+        r = self._checked_position_keys(
+            position_embedding, position_keys, key_length
+        )  # (heads, head_dim, K + 1)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        # u and v of eq. 4, and the 1 / sqrt(head_dim) of the scores, on
+        # the queries (T x head_dim numbers, not T x K).
+        content_bias = ops.cast(self.content_bias, dtype)[:, None, None, :]
+        position_bias = ops.cast(self.position_bias, dtype)[:, None, None, :]
+        content_query = (query + content_bias) * ops.cast(scale, dtype)
+        position_query = (query + position_bias) * ops.cast(scale, dtype)
+        # Terms (a) + (c) of eq. 4, then (b) + (d): the position product,
+        # whose right side is the same for all examples, is one (batch *
+        # T, head_dim) x (head_dim, K + 1) matmul per head.
+        content_scores = ops.matmul(
+            content_query, ops.swapaxes(key, -1, -2)
+        )  # (heads, batch, T, K)
+        position_scores = ops.matmul(
+            ops.reshape(
+                position_query, (heads, batch * query_length, self.head_dim)
+            ),
+            r,
+        )  # (heads, batch * T, K + 1)
+        position_scores = _shift_padded(
+            ops.reshape(
+                position_scores, (heads, batch, query_length, key_length + 1)
+            ),
+            key_length,
+        )  # (heads, batch, T, K)
+        scores = ops.cast(content_scores, "float32") + ops.cast(
+            position_scores, "float32"
+        )  # (heads, batch, T, K), float32
+        probs, dropped = self._probabilities(scores, allowed, training)
+        return ops.matmul(dropped, value), probs  # (heads, b, T, hd), ..
+
+    def _probabilities(self, scores, allowed, training):
+        """Masked softmax of float32 `scores` `(heads, batch, T, K)`:
+        `(probabilities in float32, probabilities in the compute dtype
+        after dropout)`."""
+        scores = ops.where(allowed[None], scores, _MASK_VALUE)
+        probs = ops.softmax(scores, axis=-1)  # (heads, batch, T, K), float32
+        dropped = self.dropout_layer(
+            ops.cast(probs, self.compute_dtype), training=training
+        )
+        return probs, dropped
+
+    def _checked_position_keys(
+        self, position_embedding, position_keys, key_length
+    ):
+        """`position_keys`, or those of `position_embedding`, after a check
+        that they have one row per key."""
+        if position_keys is None and position_embedding is None:
+            raise ValueError(
+                "`RelativeMultiHeadAttention` needs `position_embedding` "
+                "(from `RelativePositionEmbedding`) or `position_keys` "
+                "(from `position_keys()`). Received neither."
+            )
         if position_keys is None:
             rows = position_embedding.shape[0]
             name = "`position_embedding` must have one row"
@@ -396,77 +518,20 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
                 "`RelativePositionEmbedding` from the same segment and "
                 "memory."
             )
-        heads = self.num_heads
-
-        # Scores are laid out heads-first, (heads, batch, T, K): every
-        # product below is then a plain batched matmul whose result needs
-        # no transpose, and the position product, whose right side is the
-        # same for all examples, is one (batch * T, head_dim) x (head_dim,
-        # K + 1) matmul per head. Only the small (.., head_dim) tensors
-        # are transposed, never the (T, K) scores.
-        q = self._queries(query)  # (heads, batch, T, head_dim)
-        if key_values is None:
-            key_values = self.key_values(context)  # (batch, K, 2 * nh)
-        k, v = self._split_key_values(key_values)  # (heads, b, K, hd) each
         if position_keys is None:
-            r = self.position_keys(position_embedding)  # (heads, hd, K + 1)
-        else:
-            r = ops.cast(position_keys, dtype)
-        scale = 1.0 / math.sqrt(self.head_dim)
+            return self.position_keys(position_embedding)
+        return ops.cast(position_keys, self.compute_dtype)
 
-        # u and v of eq. 4, and the 1 / sqrt(head_dim) of the scores, on
-        # the queries (T x head_dim numbers, not T x K).
-        content_bias = ops.cast(self.content_bias, dtype)[:, None, None, :]
-        position_bias = ops.cast(self.position_bias, dtype)[:, None, None, :]
-        content_query = (q + content_bias) * ops.cast(scale, dtype)
-        position_query = (q + position_bias) * ops.cast(scale, dtype)
-        # Terms (a) + (c) of eq. 4, then (b) + (d).
-        content_scores = ops.matmul(
-            content_query, ops.swapaxes(k, -1, -2)
-        )  # (heads, batch, T, K)
-        batch = ops.shape(q)[1]
-        position_scores = ops.matmul(
-            ops.reshape(
-                position_query, (heads, batch * query_length, self.head_dim)
-            ),
-            r,
-        )  # (heads, batch * T, K + 1)
-        position_scores = _shift_padded(
-            ops.reshape(
-                position_scores, (heads, batch, query_length, key_length + 1)
-            ),
-            key_length,
-        )  # (heads, batch, T, K)
-
-        scores = ops.cast(content_scores, "float32") + ops.cast(
-            position_scores, "float32"
-        )  # (heads, batch, T, K), float32
-        allowed = self._mask(
-            query_length,
-            key_length,
-            memory_valid_length,
-            attention_mask,
-            use_causal_mask,
-        )  # (batch or 1, T, K)
-        scores = ops.where(allowed[None], scores, _MASK_VALUE)
-        probs = ops.softmax(scores, axis=-1)  # (heads, batch, T, K), float32
-        probs = ops.cast(probs, dtype)
-        dropped = self.dropout_layer(probs, training=training)
-
-        attended = ops.matmul(dropped, v)  # (heads, batch, T, head_dim)
+    def _output(self, attended):
+        """The output projection of `attended` `(heads, batch, T,
+        head_dim)`: `(batch, T, output_dim)`."""
         if self._quantized():
-            output = self.output_dense(
+            return self.output_dense(
                 ops.transpose(attended, (1, 2, 0, 3))
             )  # (batch, T, output_dim)
-        else:
-            output = _heads_last(
-                attended, ops.cast(self.output_dense.kernel, dtype)
-            )  # (batch, T, output_dim)
-        if return_attention_scores:
-            return output, ops.transpose(
-                probs, (1, 0, 2, 3)
-            )  # (batch, heads, T, K)
-        return output
+        return _heads_last(
+            attended, ops.cast(self.output_dense.kernel, self.compute_dtype)
+        )  # (batch, T, output_dim)
 
     def _dense_layers(self):
         return (

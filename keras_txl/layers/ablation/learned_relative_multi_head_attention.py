@@ -3,17 +3,15 @@ import math
 import keras
 from keras import ops
 
-from keras_txl.layers.relative_multi_head_attention import _MASK_VALUE
-from keras_txl.layers.relative_multi_head_attention import attention_allowed
-from keras_txl.layers.relative_multi_head_attention import check_same_length
+from keras_txl.layers.relative_multi_head_attention import (
+    RelativeMultiHeadAttention,
+)
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_positive_int
-from keras_txl.utils.validation import check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
+class LearnedRelativeMultiHeadAttention(RelativeMultiHeadAttention):
     """Multi-head attention over a memory with learned, clipped relative
     positions (Shaw et al., 2018), or with no position terms at all.
 
@@ -36,10 +34,11 @@ class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
     dot-product attention (Vaswani et al., 2017), for a model that adds
     absolute position encodings to its embeddings.
 
-    Masks are those of `RelativeMultiHeadAttention`: causal (query `i` sits
-    at key position `M + i`), empty memory slots (`memory_valid_length`,
-    valid slots last), `same_length` and an optional `attention_mask`.
-    Masking and softmax run in float32.
+    A `RelativeMultiHeadAttention` with other position terms: it overrides
+    that layer's one extension point, `_compute_attention` (and the
+    weights it reads, `_build_position_weights`), and shares its
+    projections, masks (causal, empty memory slots, `same_length`, an
+    optional `attention_mask`), float32 softmax and dropout.
 
     Args:
         num_heads: int. Number of attention heads.
@@ -100,75 +99,47 @@ class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
         embeddings_initializer="glorot_uniform",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.head_dim = check_positive_int("head_dim", head_dim)
+        super().__init__(
+            num_heads=num_heads,
+            head_dim=head_dim,
+            output_dim=output_dim,
+            dropout=dropout,
+            same_length=same_length,
+            kernel_initializer=kernel_initializer,
+            **kwargs,
+        )
         self.max_distance = check_optional_positive_int(
             "max_distance", max_distance, allow_zero=True
         )
         self.value_embeddings = check_bool("value_embeddings", value_embeddings)
-        self.output_dim = check_optional_positive_int("output_dim", output_dim)
-        self.dropout = check_rate("dropout", dropout)
-        self.same_length = check_same_length(same_length)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer
         )
 
-    def build(self, query_shape, position_embedding_shape=None, *args, **kw):
-        query_dim = query_shape[-1]
-        output_dim = self.output_dim or query_dim
-        heads, head_dim = self.num_heads, self.head_dim
-
-        def dense(name, equation, output_shape, input_shape):
-            layer = keras.layers.EinsumDense(
-                equation,
-                output_shape=output_shape,
-                kernel_initializer=self.kernel_initializer,
-                dtype=self.dtype_policy,
-                name=name,
-            )
-            layer.build(input_shape)
-            return layer
-
-        projection = ("btd,dnh->btnh", (None, heads, head_dim))
-        self.query_dense = dense("query", *projection, (None, None, query_dim))
-        self.key_dense = dense("key", *projection, (None, None, query_dim))
-        self.value_dense = dense("value", *projection, (None, None, query_dim))
-        self.output_dense = dense(
-            "attention_output",
-            "btnh,nhd->btd",
-            (None, output_dim),
-            (None, None, heads, head_dim),
+    def _build_position_weights(self, position_dim):
+        """The learned distance tables `a^K`, `a^V` (no `W_r`, `u`, `v`)."""
+        if self.max_distance is None:
+            return
+        rows = (self.max_distance + 1, self.head_dim)
+        self.key_distance_embeddings = self.add_weight(
+            name="key_distance_embeddings",
+            shape=rows,
+            initializer=self.embeddings_initializer,
         )
-        if self.max_distance is not None:
-            rows = (self.max_distance + 1, head_dim)
-            self.key_distance_embeddings = self.add_weight(
-                name="key_distance_embeddings",
+        if self.value_embeddings:
+            self.value_distance_embeddings = self.add_weight(
+                name="value_distance_embeddings",
                 shape=rows,
                 initializer=self.embeddings_initializer,
             )
-            if self.value_embeddings:
-                self.value_distance_embeddings = self.add_weight(
-                    name="value_distance_embeddings",
-                    shape=rows,
-                    initializer=self.embeddings_initializer,
-                )
-        self.dropout_layer = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy
-        )
-        self.built = True
 
-    def _mask(self, query_length, key_length, valid_length, user_mask, causal):
-        """Boolean mask (batch or 1, 1, T, K); True = attend."""
-        return attention_allowed(
-            query_length,
-            key_length,
-            valid_length,
-            user_mask,
-            causal,
-            self.same_length,
-        )[:, None]  # (batch or 1, 1, T, K)
+    def _dense_layers(self):
+        return (
+            self.query_dense,
+            self.key_dense,
+            self.value_dense,
+            self.output_dense,
+        )
 
     def _distance_one_hot(self, query_length, key_length):
         """(T, K, D + 1) one-hot of the clipped distance of each pair."""
@@ -180,85 +151,54 @@ class LearnedRelativeMultiHeadAttention(keras.layers.Layer):
             distance, self.max_distance + 1, dtype=self.compute_dtype
         )  # (T, K, D + 1)
 
-    def call(
+    def _compute_attention(
         self,
         query,
+        key,
+        value,
+        allowed,
         position_embedding=None,
-        memory=None,
-        memory_valid_length=None,
-        attention_mask=None,
-        use_causal_mask=True,
-        return_attention_scores=False,
+        position_keys=None,
         training=None,
     ):
-        query = ops.cast(query, self.compute_dtype)
-        if memory is None:
-            context = query
-        else:
-            memory = ops.cast(memory, self.compute_dtype)
-            context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
-        query_length = ops.shape(query)[1]
-        key_length = ops.shape(context)[1]
-
-        q = self.query_dense(query)  # (batch, T, heads, head_dim)
-        k = self.key_dense(context)  # (batch, K, heads, head_dim)
-        v = self.value_dense(context)  # (batch, K, heads, head_dim)
+        """Shaw et al.'s scores and values (see
+        `RelativeMultiHeadAttention._compute_attention`); the position
+        arguments are not read."""
         scores = ops.cast(
-            ops.einsum("bqnh,bknh->bnqk", q, k), "float32"
-        )  # (batch, heads, T, K)
+            ops.matmul(query, ops.swapaxes(key, -1, -2)), "float32"
+        )  # (heads, batch, T, K)
         if self.max_distance is not None:
-            one_hot = self._distance_one_hot(query_length, key_length)
-            table = ops.cast(self.key_distance_embeddings, q.dtype)
+            one_hot = self._distance_one_hot(
+                ops.shape(query)[2], ops.shape(key)[2]
+            )  # (T, K, D + 1)
+            table = ops.cast(self.key_distance_embeddings, query.dtype)
             by_distance = ops.einsum(
-                "bqnh,dh->bnqd", q, table
-            )  # (batch, heads, T, D + 1)
+                "nbqh,dh->nbqd", query, table
+            )  # (heads, batch, T, D + 1)
             position_scores = ops.einsum(
-                "bnqd,qkd->bnqk", by_distance, one_hot
-            )  # (batch, heads, T, K)
+                "nbqd,qkd->nbqk", by_distance, one_hot
+            )  # (heads, batch, T, K)
             scores = scores + ops.cast(position_scores, "float32")
         scores = scores * (1.0 / math.sqrt(self.head_dim))
-        allowed = self._mask(
-            query_length,
-            key_length,
-            memory_valid_length,
-            attention_mask,
-            use_causal_mask,
-        )  # (batch or 1, 1, T, K)
-        scores = ops.where(allowed, scores, _MASK_VALUE)
-        probs = ops.softmax(scores, axis=-1)  # (batch, heads, T, K), float32
-        probs = ops.cast(probs, self.compute_dtype)
-        dropped = self.dropout_layer(probs, training=training)
-
-        attended = ops.einsum(
-            "bnqk,bknh->bqnh", dropped, v
-        )  # (batch, T, heads, head_dim)
+        probs, dropped = self._probabilities(scores, allowed, training)
+        attended = ops.matmul(dropped, value)  # (heads, batch, T, head_dim)
         if self.max_distance is not None and self.value_embeddings:
             weight_by_distance = ops.einsum(
-                "bnqk,qkd->bnqd", dropped, one_hot
-            )  # (batch, heads, T, D + 1)
-            table = ops.cast(self.value_distance_embeddings, q.dtype)
+                "nbqk,qkd->nbqd", dropped, one_hot
+            )  # (heads, batch, T, D + 1)
+            table = ops.cast(self.value_distance_embeddings, query.dtype)
             attended = attended + ops.einsum(
-                "bnqd,dh->bqnh", weight_by_distance, table
-            )  # (batch, T, heads, head_dim)
-        output = self.output_dense(attended)  # (batch, T, output_dim)
-        if return_attention_scores:
-            return output, probs
-        return output
+                "nbqd,dh->nbqh", weight_by_distance, table
+            )  # (heads, batch, T, head_dim)
+        return attended, probs
 
     def get_config(self):
         config = super().get_config()
+        del config["bias_initializer"]  # no `u`, `v` here
         config.update(
             {
-                "num_heads": self.num_heads,
-                "head_dim": self.head_dim,
                 "max_distance": self.max_distance,
                 "value_embeddings": self.value_embeddings,
-                "output_dim": self.output_dim,
-                "dropout": self.dropout,
-                "same_length": self.same_length,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer
                 ),
