@@ -1,5 +1,6 @@
 """Text from a trained model through `TransformerXLCausalLM.generate`."""
 
+import keras
 import keras_hub
 import numpy as np
 
@@ -65,14 +66,16 @@ def make_sampler(name, top_k=None, top_p=None, seed=None):
 
 
 def prompt_as_read(tokenizer, prompt):
-    """`prompt` as the model reads it, `decode(encode(prompt))`: the prompt
-    itself for byte and character tokenizers; for a word tokenizer its
-    words, one space apart, and the end of its line. `generate_text`'s
-    continuation follows it."""
-    from keras_txl.data import decode
-    from keras_txl.data import encode
-
-    return decode(tokenizer, encode(tokenizer, prompt))
+    """`prompt` as the model reads it, which `generate_text` continues:
+    the text of its tokens, as `TransformerXLCausalLM.generate` writes it
+    (`TransformerXLCausalLMPreprocessor`). The prompt itself for byte and
+    character tokenizers; for a word tokenizer its words, one space apart,
+    each line break kept."""
+    preprocessor = _preprocessor(tokenizer)
+    prompt_ids = preprocessor.generate_preprocess(
+        [prompt], sequence_length=_longest(prompt)
+    )
+    return preprocessor.generate_postprocess(prompt_ids)[0]
 
 
 def generate_text(
@@ -82,7 +85,10 @@ def generate_text(
 
     The prompt is run once through the model in segments; then every new
     token is one step that attends to the memory of the tokens before it
-    (see `TransformerXLCausalLM.generate`).
+    (see `TransformerXLCausalLM.generate`). Text becomes tokens and tokens
+    text as `lm.generate("text")` does it, through
+    `TransformerXLCausalLMPreprocessor` (for a word tokenizer: the prompt
+    is a line that goes on, after the `<eos>` of the line before it).
 
     Args:
         lm: a `TransformerXLCausalLM`.
@@ -101,40 +107,57 @@ def generate_text(
 
     Returns:
         The generated text, without the prompt: what follows
-        `prompt_as_read(tokenizer, prompt)` in the decoded whole. With a
+        `prompt_as_read(tokenizer, prompt)` in the generated whole. With a
         byte tokenizer, whole characters only: valid UTF-8 text.
     """
-    from keras_txl.data import decode
-    from keras_txl.data import encode
-
     max_length = check_positive_int("max_length", max_length)
-    ids = encode(tokenizer, prompt)
-    if not len(ids):
+    preprocessor = _preprocessor(tokenizer)
+    prompt_ids = preprocessor.generate_preprocess(
+        [prompt], sequence_length=max(max_length, _longest(prompt))
+    )
+    prompt_ids = {
+        key: np.asarray(keras.ops.convert_to_numpy(value))
+        for key, value in prompt_ids.items()
+    }
+    length = int(prompt_ids["padding_mask"].sum())
+    if not length:
         raise ValueError("The prompt must hold at least one token.")
-    if max_length < len(ids):
+    if max_length < length:
         raise ValueError(
             f"max_length ({max_length}) is shorter than the prompt "
-            f"({len(ids)} tokens): it counts the prompt's tokens and the "
-            f"new ones. Use at least {len(ids)}."
+            f"({length} tokens): it counts the prompt's tokens and the "
+            f"new ones. Use at least {length}."
         )
     if sampler is not None:
         lm.compile(sampler=sampler)
-    token_ids = np.zeros((1, max_length), "int32")  # (1, max_length)
-    token_ids[0, : len(ids)] = ids
-    padding_mask = np.arange(max_length)[None] < len(ids)  # (1, max_length)
     outputs = lm.generate(
-        {"token_ids": token_ids, "padding_mask": padding_mask},
+        {
+            "token_ids": prompt_ids["token_ids"][:, :max_length],
+            "padding_mask": prompt_ids["padding_mask"][:, :max_length],
+        },  # (1, max_length) each
         stop_token_ids=None,
         memory_length=memory_length,
     )
     # What the whole text adds to the prompt's: a word tokenizer joins
-    # words with spaces (and ends the prompt's line), so the new ids
-    # decoded alone would lose the separator before them.
-    whole = decode(tokenizer, np.asarray(outputs["token_ids"])[0])
-    if isinstance(tokenizer, keras_hub.tokenizers.ByteTokenizer):
-        # Text, not bytes: whole characters (an incomplete one at the end
-        # held back), an invalid byte as U+FFFD.
-        from keras_txl.data.byte_tokenizer import bytes_to_text
+    # words with spaces, so the new ids decoded alone would lose the
+    # separator before them.
+    whole = preprocessor.generate_postprocess(outputs)[0]
+    return whole[len(preprocessor.generate_postprocess(prompt_ids)[0]) :]
 
-        whole = bytes_to_text(whole.encode("utf-8", "surrogateescape"))
-    return whole[len(decode(tokenizer, ids)) :]
+
+def _preprocessor(tokenizer):
+    """The preprocessor of `lm.generate("text")` for `tokenizer`. A
+    keras-hub `ByteTokenizer` (runs saved before keras-txl had its own)
+    becomes keras-txl's, which writes whole characters only."""
+    from keras_txl.data import ByteTokenizer
+    from keras_txl.models import TransformerXLCausalLMPreprocessor
+
+    if type(tokenizer) is keras_hub.tokenizers.ByteTokenizer:
+        tokenizer = ByteTokenizer.from_config(tokenizer.get_config())
+    return TransformerXLCausalLMPreprocessor(tokenizer)
+
+
+def _longest(prompt):
+    """A length that no tokenization of `prompt` exceeds (one token a
+    byte at most, and a start token), so that none is cut off."""
+    return len(prompt.encode("utf-8", "surrogateescape")) + 2

@@ -18,7 +18,9 @@ and work inside `tf.data`:
   the words, most frequent first (ties: first occurrence first). `encode`
   appends `<eos>` at the end of every line, as the authors do; `decode`
   turns it back into a newline. The tokenizer itself takes words, not raw
-  text: `tokenizer(text.split())`.
+  text (`tokenizer(text.split())`); `TransformerXLCausalLMPreprocessor`
+  splits text into words first (`keras_txl.models.whole_words`), so that a
+  model with it is text in, text out: `lm.generate("the quick")`.
 
 Example:
 
@@ -37,11 +39,13 @@ import tensorflow as tf
 from keras_txl.data.byte_tokenizer import ByteTokenizer
 from keras_txl.data.character_tokenizer import CharacterTokenizer
 from keras_txl.data.corpus_error import CorpusError
+from keras_txl.models.whole_words import END_OF_LINE_TOKEN
+from keras_txl.models.whole_words import is_whole_word_tokenizer
+from keras_txl.models.whole_words import join_words
 from keras_txl.utils.validation import check_optional_positive_int
 
 KINDS = ("byte", "char", "word")
 UNKNOWN_TOKEN = "<unk>"
-END_OF_LINE_TOKEN = "<eos>"
 # `WordPieceTokenizer` maps longer words to its `oov_token`.
 _MAX_WORD_BYTES = 100
 # Words per chunk in `encode`, to bound the memory of word lists.
@@ -192,16 +196,7 @@ def decode(tokenizer, token_ids):
             )
         return bytes(ids.astype(np.uint8)).decode("utf-8", "surrogateescape")
     if _is_word_tokenizer(tokenizer):
-        vocabulary = np.array(tokenizer.get_vocabulary(), dtype=object)
-        lines = []
-        line = []
-        for word in vocabulary[ids]:
-            if word == END_OF_LINE_TOKEN:
-                lines.append(" ".join(line) + "\n")
-                line = []
-            else:
-                line.append(word)
-        return "".join(lines) + " ".join(line)
+        return join_words(tokenizer.get_vocabulary(), ids)
     text = tokenizer.detokenize(ids)
     if isinstance(text, tf.Tensor):
         text = text.numpy()
@@ -313,11 +308,7 @@ def _is_plain_codepoint_tokenizer(tokenizer):
 
 
 def _is_word_tokenizer(tokenizer):
-    return (
-        isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer)
-        and not tokenizer.split
-        and not tokenizer.sequence_length
-    )
+    return is_whole_word_tokenizer(tokenizer) and not tokenizer.sequence_length
 
 
 def _encode_words(tokenizer, text, last_line_ends=True):

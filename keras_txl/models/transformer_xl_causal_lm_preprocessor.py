@@ -1,8 +1,14 @@
 import keras
 import keras_hub
+import numpy as np
 
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
+from keras_txl.models.whole_words import END_OF_LINE_TOKEN
+from keras_txl.models.whole_words import end_of_line_id
+from keras_txl.models.whole_words import is_whole_word_tokenizer
+from keras_txl.models.whole_words import join_words
+from keras_txl.models.whole_words import split_words
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -17,6 +23,17 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
     (`start_token_id`, `end_token_id`, `pad_token_id`); a tokenizer without
     them (the character tokenizer) gets none added and pads with id 0,
     which `padding_mask` marks.
+
+    **Tokenizers of whole words.** The `"word"` tokenizer of `keras-txl
+    train --tokenizer word` (keras-hub's `WordPieceTokenizer` with
+    `split=False`) takes words, not text. Here its strings are cut into
+    words at whitespace first, each line break `"\\n"` becoming `<eos>`,
+    the token that ends every line of the training text (also inside
+    `tf.data`; see `keras_txl.models.whole_words`); `<eos>`, when the
+    vocabulary has it, is the start and end token of each string, as
+    with `TransformerXLTokenizer`. Generated text is the words one space
+    apart, each `<eos>` a line break (the start token is dropped), as
+    `keras-txl generate` prints it.
 
     **What `fit` on strings does.** Each string is one example: tokenized,
     given the start token (`<eos>` for the word tokenizer, as a line of
@@ -96,14 +113,75 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         # The base class reads `start_token_id` & co., which the character
         # tokenizer does not have: its examples get no start or end token.
         tokenizer = self.tokenizer
+        self._end_of_line = None
+        if is_whole_word_tokenizer(tokenizer):
+            # A string is a line: it follows an `<eos>` and ends with one.
+            self._end_of_line = end_of_line_id(tokenizer)
+            start = end = self._end_of_line
+        else:
+            start = getattr(tokenizer, "start_token_id", None)
+            end = getattr(tokenizer, "end_token_id", None)
+        self._start_token_id, self._end_token_id = start, end
         self.packer = keras_hub.layers.StartEndPacker(
-            start_value=getattr(tokenizer, "start_token_id", None),
-            end_value=getattr(tokenizer, "end_token_id", None),
+            start_value=start,
+            end_value=end,
             pad_value=getattr(tokenizer, "pad_token_id", None) or 0,
             sequence_length=self.sequence_length,
             return_padding_mask=True,
         )
         self.built = True
+
+    @property
+    def end_token_id(self):
+        """The id that ends a string (and stops `generate` by default):
+        the tokenizer's end token, `<eos>` for a tokenizer of whole words,
+        `None` if there is none."""
+        if not self.built:
+            self.build(None)
+        return self._end_token_id
+
+    def _words(self, x):
+        """`x` as the tokenizer takes it: text, or its whitespace words
+        for a tokenizer of whole words."""
+        if not self.built:
+            self.build(None)
+        if not is_whole_word_tokenizer(self.tokenizer):
+            return x
+        eos = self._end_of_line
+        return split_words(x, None if eos is None else END_OF_LINE_TOKEN)
+
+    def _call_python(self, x, y=None, sample_weight=None, sequence_length=None):
+        return super()._call_python(
+            self._words(x),
+            y=y,
+            sample_weight=sample_weight,
+            sequence_length=sequence_length,
+        )
+
+    def _generate_preprocess_python(self, x, sequence_length=None):
+        return super()._generate_preprocess_python(
+            self._words(x), sequence_length=sequence_length
+        )
+
+    def generate_postprocess(self, x):
+        if not self.built:
+            self.build(None)
+        if not is_whole_word_tokenizer(self.tokenizer):
+            return super().generate_postprocess(x)
+        token_ids = keras.ops.convert_to_numpy(x["token_ids"])
+        padding_mask = keras.ops.convert_to_numpy(x["padding_mask"])
+        batched = token_ids.ndim == 2
+        vocabulary = self.tokenizer.get_vocabulary()
+        start = self._start_token_id if self.add_start_token else None
+        texts = []
+        for row, keep in zip(
+            np.atleast_2d(token_ids), np.atleast_2d(padding_mask)
+        ):
+            row = row[keep.astype(bool)]  # (length,)
+            if start is not None and len(row) and row[0] == start:
+                row = row[1:]
+            texts.append(join_words(vocabulary, row))
+        return texts if batched else texts[0]
 
     def load_preset_assets(self, preset):
         # keras-hub's byte tokenizer has no assets (`file_assets` None),

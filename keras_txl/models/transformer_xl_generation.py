@@ -74,8 +74,9 @@ class TransformerXLGeneration:
                 and ids come back).
             max_length: int. Length to generate to, when a `preprocessor`
                 pads the prompts (otherwise the padded length of `inputs`).
-            stop_token_ids: `"auto"` (the tokenizer's end token), `None`
-                or a tuple of token ids that end a row.
+            stop_token_ids: `"auto"` (the preprocessor's end token: the
+                tokenizer's, `<eos>` for a tokenizer of whole words),
+                `None` or a tuple of token ids that end a row.
             strip_prompt: bool. Return only the new tokens.
             memory_length: int >= 1 or `None`. Memory slots of the
                 generation; `None` uses the model's memory length (the
@@ -130,7 +131,13 @@ class TransformerXLGeneration:
             check_prompt_padding(inputs["padding_mask"])
         preprocessor = self.preprocessor
         if stop_token_ids == "auto" and preprocessor is not None:
-            end = getattr(preprocessor.tokenizer, "end_token_id", None)
+            # The preprocessor's end token (`<eos>` for a tokenizer of
+            # whole words), else the tokenizer's.
+            end = getattr(
+                preprocessor,
+                "end_token_id",
+                getattr(preprocessor.tokenizer, "end_token_id", None),
+            )
             # No end token (e.g. the character tokenizer): never stop.
             stop_token_ids = None if end is None else (end,)
         if preprocessor is not None and isinstance(inputs, dict):

@@ -2,7 +2,9 @@
 `run_preprocessor_test` (config round trip, direct call == tf.data
 unbatched == tf.data batched, `sequence_length` override), written here
 because keras-hub's `TestCase` imports `grain`, which keras-txl does not
-need; plus `fit` and `generate` on strings with both tokenizers."""
+need; plus `fit` and `generate` on strings with each kind of tokenizer
+(the "word" one of `keras-txl train`, keras-hub's WordPiece over whole
+words, included: text in, text out)."""
 
 import json
 
@@ -12,12 +14,19 @@ import pytest
 import tensorflow as tf
 
 from keras_txl.data import CharacterTokenizer
+from keras_txl.data import make_tokenizer
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor
 from keras_txl.models import TransformerXLTokenizer
 
 WORDS = ["<eos>", "<unk>", "a", "b", "c"]
+
+
+def _whole_words():
+    """The "word" tokenizer of `keras-txl train --tokenizer word`:
+    `<unk>` 0, `<eos>` 1, a 2, b 3, c 4."""
+    return make_tokenizer("word", "a b c")
 
 
 def _numpy(structure):
@@ -41,11 +50,16 @@ def _check_preprocessing_layer(layer, texts):
     return direct
 
 
-@pytest.mark.parametrize("kind", ["word", "char"])
+@pytest.mark.parametrize("kind", ["word", "whole_words", "char"])
 def test_preprocessor_like_keras_hub(kind):
     if kind == "word":
         tokenizer = TransformerXLTokenizer(WORDS)
         texts = ["a b c", "c", "a a a a a a a a"]
+    elif kind == "whole_words":
+        tokenizer = _whole_words()
+        # Words at any whitespace (U+3000 too, inside tf.data as in
+        # Python), a line break as `<eos>`.
+        texts = ["a b\nc", "c", "a\u3000a a a a a a a"]
     else:
         tokenizer = CharacterTokenizer(vocabulary=list(" abc"))
         texts = ["ab c", "c", "aaaaaaaaaa"]
@@ -58,6 +72,11 @@ def test_preprocessor_like_keras_hub(kind):
     if kind == "word":  # <eos> starts and ends each string, pads it
         np.testing.assert_array_equal(x["token_ids"][1], [0, 4, 0, 0, 0, 0])
         np.testing.assert_array_equal(y[1], [4, 0, 0, 0, 0, 0])
+        np.testing.assert_array_equal(weight[1], [1, 1, 0, 0, 0, 0])
+    elif kind == "whole_words":  # one id a word; <eos> starts, ends
+        np.testing.assert_array_equal(x["token_ids"][0], [1, 2, 3, 1, 4, 1])
+        np.testing.assert_array_equal(x["token_ids"][1], [1, 4, 1, 0, 0, 0])
+        np.testing.assert_array_equal(x["token_ids"][2], [1, 2, 2, 2, 2, 2])
         np.testing.assert_array_equal(weight[1], [1, 1, 0, 0, 0, 0])
     else:  # nothing added; padded with id 0, masked out
         np.testing.assert_array_equal(x["token_ids"][1], [3, 0, 0, 0, 0, 0])
@@ -150,3 +169,16 @@ def test_generate_on_strings(kind):
     ids = lm.preprocessor.generate_preprocess(prompts, sequence_length=8)
     out_ids = lm.generate(dict(ids), stop_token_ids=None)
     assert lm.preprocessor.generate_postprocess(out_ids) == out
+
+
+def test_generate_continues_a_line_of_whole_words():
+    # A run of `keras-txl train --tokenizer word`: text in, text out.
+    tokenizer = make_tokenizer("word", "the quick brown fox\nthe lazy dog")
+    lm = _lm(tokenizer)
+    text = lm.generate("the quick", max_length=8)
+    assert isinstance(text, str) and text.startswith("the quick"), text
+    # The line goes on: new words one space apart (the `<eos>` that ends
+    # the line, where "auto" stops, a line break), none glued on.
+    new = text[len("the quick") :]
+    assert new == "" or new[0] in " \n", text
+    assert set(text.split()) <= set(tokenizer.get_vocabulary())
