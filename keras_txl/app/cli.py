@@ -299,7 +299,7 @@ def _generate_parser(subparsers):
 
 
 def _evaluate(args):
-    from keras_txl.app.run import evaluate
+    from keras_txl.app.evaluate_command import evaluate
 
     evaluate(
         args.model_dir,
@@ -329,7 +329,7 @@ def _evaluate(args):
 
 
 def _generate(args):
-    from keras_txl.app.run import generate
+    from keras_txl.app.generate_command import generate
 
     if not args.prompt:
         raise ValueError("--prompt must not be empty.")
@@ -363,7 +363,7 @@ def _export(args):
 
 
 def _convert(args):
-    from keras_txl.app.run import convert
+    from keras_txl.app.convert_command import convert
 
     convert(args.source, args.out_dir, overwrite=args.overwrite)
     return 0
