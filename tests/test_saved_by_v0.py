@@ -11,6 +11,7 @@ import keras_hub
 import numpy as np
 import pytest
 
+from keras_txl.app.train_config import TrainConfig
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
@@ -98,3 +99,14 @@ def test_training_checkpoint_restores_weights_and_step(
     assert int(to_numpy(lm.optimizer.iterations)) == 6
     # The run saved its preset from the weights of its last checkpoint.
     _assert_same_weights(lm, preset_lm)
+
+
+def test_a_run_saved_with_preset_resumes_with_its_size():
+    # Its train_config.json (and checkpoint) say "preset", the old name of
+    # `--size`.
+    saved = TrainingCheckpoint.read_state(RUN / "checkpoint")["config"]
+    assert saved["preset"] == "tiny" and "size" not in saved
+    resumed = TrainConfig(output=str(RUN), resume=True)
+    assert resumed.merged_for_resume(saved).size == "tiny"
+    with pytest.raises(ValueError, match="--size reference differs"):
+        TrainConfig(size="reference", resume=True).merged_for_resume(saved)

@@ -421,7 +421,7 @@ def _compiled_model(config, strategy, run_data, log):
     run_config = dict(
         config.to_dict(),
         vocabulary_size=vocabulary_size,
-        model=PRESETS[config.preset]["model"],
+        model=PRESETS[config.size]["model"],
         resolved_jit_compile=bool(lm.jit_compile),
     )
     log(
@@ -576,7 +576,7 @@ def train(config, callbacks=(), log=print):
     plot_training_curve(
         history.losses,
         os.path.join(output, run_folder.CURVE_PNG),
-        title=f"{config.preset} model, {_corpus_name(config)}",
+        title=f"{config.size} model, {_corpus_name(config)}",
     )
     plot_bpc_vs_memory(
         table,
