@@ -83,7 +83,7 @@ def main(argv=None):
         ids = data.cached_token_ids(tokenizer, source, cache_dir=tmp)
         size = int(tokenizer.vocabulary_size())
         for preset in args.presets:
-            config = TrainConfig(preset=preset, steps=100).resolved()
+            config = TrainConfig(size=preset, steps=100).resolved()
             batch, length = config.batch_size, config.segment_length
             memmap = _read_all(
                 data.segment_dataset(ids, batch, length, vocabulary_size=size)

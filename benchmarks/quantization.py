@@ -44,7 +44,7 @@ def main(argv=None):
         )
         config = TrainConfig(
             corpus=corpus,
-            preset="tiny",
+            size="tiny",
             steps=args.steps,
             verbose=0,
             output=os.path.join(folder, "run"),

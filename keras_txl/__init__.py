@@ -10,11 +10,13 @@ WikiText-103 `TransformerXLTokenizer`), so that
 `keras_hub.models.CausalLM.from_preset(run)` works in a new process.
 """
 
-from keras_txl.app import console as _console
+import keras_txl_cli as _command
 
-# Before Keras loads TensorFlow: the `keras-txl` command hides the native
-# libraries' start-up lines (`keras-txl --verbose` shows them).
-_console.quiet_native_logs()
+# `python -m keras_txl` is the `keras-txl` command too: before Keras loads
+# TensorFlow, hide the native libraries' start-up lines as the console
+# script does (`--verbose` shows them). A library import does nothing here.
+if _command.started_as_command():
+    _command.quiet_native_logs()
 
 # `ablation` and `convert` are imported for what they register too: the
 # variants that old configs of the backbone and block load as, and the

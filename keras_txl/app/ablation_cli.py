@@ -6,7 +6,7 @@ that returns the exit status), as the other subcommands do.
 `ablate_main(argv)` and `recl_main(argv)` run one of them alone.
 
     keras-txl ablate --corpus FILE --steps N --segment-length T \\
-        --batch-size B --preset P --metrics-json FILE
+        --batch-size B --size S --metrics-json FILE
     keras-txl recl MODEL.keras MODEL.keras ... --corpus FILE \\
         --segment-length T --contexts 16,32,48
 """
@@ -17,6 +17,7 @@ import os
 
 from keras_txl.app.ablation_run import VARIANTS
 from keras_txl.app.presets import ARCHITECTURES
+from keras_txl.app.presets import add_size_alias
 from keras_txl.app.presets import describe
 
 # The default budget: `keras-txl ablate` with no options (see
@@ -25,7 +26,7 @@ DEFAULTS = dict(
     steps=1000,
     segment_length=32,
     batch_size=16,
-    preset="small",
+    size="small",
     seed=0,
     num_seeds=2,
     segments_per_step=2,
@@ -86,11 +87,12 @@ def _configure_ablate(parser):
     parser.add_argument("--segment-length", type=_positive_int)
     parser.add_argument("--batch-size", type=_positive_int)
     parser.add_argument(
-        "--preset",
+        "--size",
         choices=tuple(ARCHITECTURES),
         help="model size (default small): "
         + "; ".join(f"{name}: {describe(name)}" for name in ARCHITECTURES),
     )
+    add_size_alias(parser, ARCHITECTURES)
     parser.add_argument("--seed", type=int)
     parser.add_argument(
         "--num-seeds", type=_positive_int, help="runs with seeds S, S+1, ..."

@@ -62,7 +62,8 @@ def markdown_report(results):
     long_memory = config["long_memory_length"]
     training = results["training"]
     lines = [
-        f"Preset `{config['preset']}`, T = {T}, M = {M}, "
+        f"Size `{config.get('size', config.get('preset'))}`, T = {T}, "
+        f"M = {M}, "
         f"{config['steps']} steps of {config['batch_size']} x "
         f"{config['segments_per_step']} segments "
         f"({config['tokens_per_step']} tokens), seeds {config['seeds']}, "

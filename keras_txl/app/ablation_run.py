@@ -45,7 +45,7 @@ RECL_GROUP = (
 
 
 def variant_config(name, memory_length, segment_length):
-    """Backbone arguments that make variant `name` (besides the preset).
+    """Backbone arguments that make variant `name` (besides the model size).
 
     Args:
         name: one of `VARIANTS`, or `"memory_M"` (relative encoding,
@@ -146,7 +146,7 @@ def run_ablation(
     steps,
     segment_length,
     batch_size,
-    preset="small",
+    size="small",
     seed=0,
     num_seeds=1,
     memory_length=None,
@@ -167,7 +167,7 @@ def run_ablation(
     """Trains the ablation variants of Transformer-XL with the same budget
     and seed, evaluates them and returns every number.
 
-    The variants (`VARIANTS`), all with the `preset` architecture, trained
+    The variants (`VARIANTS`), all with the `size` architecture, trained
     for `steps` batches of `batch_size` rows of `segments_per_step`
     segments of `segment_length` tokens (`UnrolledSegmentsLM`), memory
     `memory_length` (default `T`):
@@ -199,7 +199,7 @@ def run_ablation(
         steps: int. Training steps of every model.
         segment_length: int. `T`.
         batch_size: int. Rows (streams) per training batch.
-        preset: str. Model size, a name of
+        size: str. Model size, a name of
             `keras_txl.app.presets.ARCHITECTURES`.
         seed: int. Seed of the first run; run `s` uses `seed + s`.
         num_seeds: int. Runs of everything, each with its own seed.
@@ -233,7 +233,7 @@ def run_ablation(
         steps=steps,
         segment_length=segment_length,
         batch_size=batch_size,
-        preset=preset,
+        size=size,
         seed=seed,
         num_seeds=num_seeds,
         memory_length=memory_length,
@@ -265,7 +265,7 @@ class _Plan:
     steps: int
     T: int
     batch_size: int
-    preset: str
+    size: str
     architecture: dict
     seeds: tuple
     M: int
@@ -285,7 +285,7 @@ class _Plan:
         steps,
         segment_length,
         batch_size,
-        preset,
+        size,
         seed,
         num_seeds,
         memory_length,
@@ -327,8 +327,8 @@ class _Plan:
             steps=steps,
             T=T,
             batch_size=check_positive_int("batch_size", batch_size),
-            preset=preset,
-            architecture=get_architecture(preset),
+            size=size,
+            architecture=get_architecture(size),
             seeds=tuple(seed + s for s in range(num_seeds)),
             M=M,
             segments_per_step=segments_per_step,
@@ -369,7 +369,7 @@ class _Corpus:
         )
 
     def backbone_config(self, plan, **options):
-        """The preset's backbone for this vocabulary, with `options`."""
+        """The size's backbone for this vocabulary, with `options`."""
         return dict(
             plan.architecture, vocabulary_size=self.vocabulary_size, **options
         )
@@ -530,7 +530,7 @@ def _results(plan, corpus, training, recl, cost):
             "steps": plan.steps,
             "segment_length": plan.T,
             "batch_size": plan.batch_size,
-            "preset": plan.preset,
+            "size": plan.size,
             "architecture": plan.architecture,
             "vocabulary_size": corpus.vocabulary_size,
             "seeds": list(plan.seeds),

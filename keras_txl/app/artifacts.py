@@ -1,5 +1,6 @@
 """Files of a run: the model and its tokenizer as a keras-hub preset (JSON,
-weights and text assets, no pickle), and atomic writes."""
+weights and text assets, no pickle), and atomic writes. The names of the
+files are `keras_txl.utils.run_folder`'s."""
 
 import json
 import os
@@ -7,25 +8,13 @@ import shutil
 
 import keras
 
+from keras_txl.utils.run_folder import ASSETS_DIR
+from keras_txl.utils.run_folder import MODEL_FILE
+from keras_txl.utils.run_folder import TASK_FILE
+from keras_txl.utils.run_folder import TOKENIZER_DIR
+from keras_txl.utils.run_folder import TOKENIZER_FILE
+from keras_txl.utils.run_folder import is_preset
 from keras_txl.utils.saved_files import read_json_file
-
-MODEL_FILE = "model.keras"  # runs saved before keras-hub presets
-TASK_FILE = "task.json"
-# The files of a keras-hub preset of a task (`save_model`).
-PRESET_FILES = (
-    "config.json",
-    "model.weights.h5",
-    TASK_FILE,
-    "task.weights.h5",
-    "preprocessor.json",
-    "tokenizer.json",
-    "metadata.json",
-)
-TOKENIZER_DIR = "tokenizer"
-TOKENIZER_FILE = "tokenizer.json"
-ASSETS_DIR = "assets"
-CONFIG_FILE = "train_config.json"
-CHECKPOINT_DIR = "checkpoint"
 
 
 def write_json(path, value):
@@ -94,11 +83,6 @@ def save_model(lm, directory, tokenizer=None, sequence_length=None):
         os.replace(os.path.join(temporary, name), target)
     os.rmdir(temporary)
     return directory
-
-
-def is_preset(directory):
-    """Whether `directory` holds a keras-hub preset of a task."""
-    return os.path.isfile(os.path.join(os.fspath(directory), TASK_FILE))
 
 
 def load_model(directory):

@@ -2,7 +2,7 @@
 language models.
 
     keras-txl train                    # a small character model, builtin text
-    keras-txl train --corpus FILE --preset reference --steps 2000
+    keras-txl train --corpus FILE --size reference --steps 2000
     keras-txl train --output DIR --resume
     keras-txl train --strategy mirrored --num-devices 2   # TensorFlow
     keras-txl evaluate DIR [--corpus FILE] [--memory-length M]
@@ -77,6 +77,7 @@ def _jit_compile(text):
 
 def _train_parser(subparsers):
     from keras_txl.app.presets import PRESETS
+    from keras_txl.app.presets import add_size_alias
     from keras_txl.app.presets import describe
     from keras_txl.app.train_config import DATASETS
     from keras_txl.app.train_config import TOKENIZERS
@@ -91,7 +92,7 @@ def _train_parser(subparsers):
         "without memory, saves the model and its tokenizer in OUTPUT as a "
         "keras-hub preset (TransformerXLCausalLM.from_preset(OUTPUT)), "
         "pictures and metrics, and prints a sample. Options left out take "
-        "the preset's values. Every step's loss goes to OUTPUT/steps.csv.",
+        "the values of the --size. Every step's loss goes to OUTPUT/steps.csv.",
     )
     parser.add_argument(
         "--corpus",
@@ -100,12 +101,13 @@ def _train_parser(subparsers):
     )
     parser.add_argument("--dataset", choices=DATASETS, default="builtin")
     parser.add_argument(
-        "--preset",
+        "--size",
         choices=tuple(PRESETS),
         default="tiny",
-        help="model size and training defaults (default tiny): "
+        help="model size and its training defaults (default tiny): "
         + "; ".join(f"{name}: {describe(name)}" for name in PRESETS),
     )
+    add_size_alias(parser, PRESETS)
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
@@ -299,7 +301,7 @@ def _generate_parser(subparsers):
 
 
 def _evaluate(args):
-    from keras_txl.app.run import evaluate
+    from keras_txl.app.evaluate_command import evaluate
 
     evaluate(
         args.model_dir,
@@ -329,7 +331,7 @@ def _evaluate(args):
 
 
 def _generate(args):
-    from keras_txl.app.run import generate
+    from keras_txl.app.generate_command import generate
 
     if not args.prompt:
         raise ValueError("--prompt must not be empty.")
@@ -363,7 +365,7 @@ def _export(args):
 
 
 def _convert(args):
-    from keras_txl.app.run import convert
+    from keras_txl.app.convert_command import convert
 
     convert(args.source, args.out_dir, overwrite=args.overwrite)
     return 0

@@ -40,7 +40,7 @@ class ConfigError(ValueError):
 class TrainConfig:
     """Everything a `keras-txl train` run depends on.
 
-    Fields left at `None` take the defaults of the preset (see
+    Fields left at `None` take the defaults of the model size (see
     `keras_txl.app.presets.PRESETS`) in `resolved()`.
 
     Fields:
@@ -50,7 +50,8 @@ class TrainConfig:
             the built-in text), or the local copy of a benchmark.
         tokenizer: `"byte"`, `"char"` or `"word"`; `None` picks the one
             of the paper for the dataset, characters otherwise.
-        preset: `"tiny"`, `"reference"` or `"base"`.
+        size: the model size and its training defaults, `"tiny"`,
+            `"reference"` or `"base"` (`keras_txl.app.presets.PRESETS`).
         steps, segment_length, memory_length, eval_memory_length,
             batch_size, dropout, learning_rate, warmup_steps: see the
             `keras-txl train` options.
@@ -90,7 +91,7 @@ class TrainConfig:
     dataset: str = "builtin"
     corpus: str = None
     tokenizer: str = None
-    preset: str = "tiny"
+    size: str = "tiny"
     steps: int = None
     segment_length: int = None
     memory_length: int = None
@@ -118,11 +119,11 @@ class TrainConfig:
     tensorboard: str = None
 
     def resolved(self):
-        """A copy with the preset's defaults filled in, checked."""
-        if self.preset not in PRESETS:
+        """A copy with the size's defaults filled in, checked."""
+        if self.size not in PRESETS:
             raise ConfigError(
-                f"--preset must be one of {', '.join(PRESETS)}. Received: "
-                f"{self.preset!r}"
+                f"--size must be one of {', '.join(PRESETS)}. Received: "
+                f"{self.size!r}"
             )
         if self.dataset not in DATASETS:
             raise ConfigError(
@@ -131,11 +132,11 @@ class TrainConfig:
             )
         values = dataclasses.asdict(self)
         warmup_given = values["warmup_steps"] is not None
-        for name, default in PRESETS[self.preset]["train"].items():
+        for name, default in PRESETS[self.size]["train"].items():
             if values[name] is None:
                 values[name] = default
         if not warmup_given and isinstance(values["steps"], int):
-            # The preset's warmup, at most a tenth of a shorter run.
+            # The size's warmup, at most a tenth of a shorter run.
             values["warmup_steps"] = min(
                 values["warmup_steps"], values["steps"] // 10
             )
@@ -285,6 +286,9 @@ class TrainConfig:
         """
         defaults = TrainConfig()
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        if "preset" in saved and "size" not in saved:
+            # Runs saved before `--preset` became `--size`.
+            saved = dict(saved, size=saved["preset"])
         values = {k: v for k, v in saved.items() if k in fields}
         for name, value in self.to_dict().items():
             if name in EXECUTION_FIELDS:

@@ -47,8 +47,8 @@ from keras_txl.data.segments import segment_dataset
 from keras_txl.data.segments import segment_info
 from keras_txl.data.segments import shard_streams
 from keras_txl.data.text_pipeline import text_segment_dataset
+from keras_txl.data.text_source import TextSource
 from keras_txl.data.token_cache import PendingWrites
-from keras_txl.data.token_cache import TextSource
 from keras_txl.data.token_cache import build_tokenizer
 from keras_txl.data.token_cache import cache_entries
 from keras_txl.data.token_cache import cached_token_ids

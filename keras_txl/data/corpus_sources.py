@@ -32,9 +32,9 @@ import numpy as np
 
 from keras_txl.data import corpora
 from keras_txl.data.corpus_error import CorpusError
-from keras_txl.data.token_cache import TextSource
+from keras_txl.data.text_source import TextSource
+from keras_txl.data.text_source import read_chunks
 from keras_txl.data.token_cache import cached_json
-from keras_txl.data.token_cache import read_chunks
 
 
 class SourceSplits(NamedTuple):

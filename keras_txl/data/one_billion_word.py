@@ -50,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_txl.data.corpus_error import CorpusError
-from keras_txl.data.token_cache import TextSource
+from keras_txl.data.text_source import TextSource
 from keras_txl.data.token_cache import build_tokenizer
 from keras_txl.data.token_cache import cached_token_ids
 from keras_txl.data.tokenization import END_OF_LINE_TOKEN

@@ -42,7 +42,6 @@ Example:
 ('uint8', 19, 'to be')
 """
 
-import codecs
 import collections
 import contextlib
 import contextvars
@@ -51,14 +50,18 @@ import json
 import os
 import shutil
 import tempfile
-import zipfile
-from typing import NamedTuple
 
 import keras_hub
 import numpy as np
 
 from keras_txl.data.character_tokenizer import CharacterTokenizer
 from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.text_source import TextSource
+from keras_txl.data.text_source import describe_source
+from keras_txl.data.text_source import read_chunks
+from keras_txl.data.text_source import source_identity
+from keras_txl.data.text_source import source_stat
+from keras_txl.data.text_source import text_chunks
 from keras_txl.data.tokenization import _encode_words
 from keras_txl.data.tokenization import _is_plain_byte_tokenizer
 from keras_txl.data.tokenization import _is_word_tokenizer
@@ -72,29 +75,7 @@ from keras_txl.data.tokenization import word_tokenizer_from_counts
 
 # Bumped when the bytes written for a given text and tokenizer change.
 FORMAT_VERSION = 1
-# Bytes read at a time: the transient memory of tokenization is a few
-# times this, whatever the corpus size.
-CHUNK_BYTES = 1 << 22
 ENVIRONMENT_VARIABLE = "KERAS_TXL_CACHE"
-
-
-class TextSource(NamedTuple):
-    """Where a corpus's text is: a file, or the member of a zip archive.
-
-    Fields:
-        path: str. The file (or the zip archive).
-        start: int. First byte of the text in the file (or member).
-        stop: int or `None`. Byte after the last one (`None`: the end).
-        member: str or `None`. Name of the zip member holding the text.
-        errors: str. How bytes that are not UTF-8 are decoded (`"strict"`
-            raises; enwik8 uses `"surrogateescape"`).
-    """
-
-    path: str
-    start: int = 0
-    stop: int = None
-    member: str = None
-    errors: str = "strict"
 
 
 _PENDING = contextvars.ContextVar("keras_txl_token_cache", default=None)
@@ -251,84 +232,6 @@ def tokenizer_fingerprint(tokenizer):
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def source_stat(source):
-    """Size and modification time of the file of `source`: a cache built
-    from it is stale when they change."""
-    try:
-        stat = os.stat(source.path)
-    except OSError as error:
-        raise CorpusError(
-            f"Cannot read corpus file '{source.path}': {error.strerror}. "
-            "Check the path."
-        ) from error
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
-def read_chunks(source, chunk_bytes=CHUNK_BYTES):
-    """Yields the bytes of `source`, at most `chunk_bytes` at a time.
-
-    Args:
-        source: a `TextSource`.
-        chunk_bytes: int. Bytes per chunk.
-
-    Yields:
-        `bytes`, in order; together the bytes `[start, stop)`.
-    """
-    remaining = None if source.stop is None else source.stop - source.start
-    with _open(source) as file:
-        _skip(file, source.start, chunk_bytes)
-        while remaining is None or remaining > 0:
-            size = (
-                chunk_bytes
-                if remaining is None
-                else min(chunk_bytes, remaining)
-            )
-            chunk = file.read(size)
-            if not chunk:
-                break
-            if remaining is not None:
-                remaining -= len(chunk)
-            yield chunk
-
-
-def text_chunks(source, cut="any", chunk_bytes=CHUNK_BYTES):
-    """Yields the text of `source` decoded from UTF-8, piece by piece.
-
-    Args:
-        source: a `TextSource`.
-        cut: `"any"` (pieces end anywhere between characters) or
-            `"whitespace"` (pieces end after a newline, or after a space
-            in a line longer than a chunk, so no word is cut in two).
-        chunk_bytes: int. Bytes read at a time.
-
-    Yields:
-        `(text, ends_line)`: a `str` piece, and whether its last line ends
-        there (it ends with a newline, or it is the last piece).
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")(source.errors)
-    carry = ""
-    try:
-        for chunk in read_chunks(source, chunk_bytes):
-            text = carry + decoder.decode(chunk)
-            carry = ""
-            if cut == "whitespace":
-                end = text.rfind("\n") + 1 or text.rfind(" ") + 1
-                if end == 0:
-                    carry = text  # one word longer than a chunk
-                    continue
-                text, carry = text[:end], text[end:]
-            if text:
-                yield text, text.endswith("\n")
-        text = carry + decoder.decode(b"", final=True)
-    except UnicodeDecodeError as error:
-        raise CorpusError(
-            f"Cannot decode {_describe(source)} as utf-8: {error.reason} "
-            f"near byte {error.start} of a chunk. Pass a text in utf-8."
-        ) from error
-    if text:
-        yield text, True
-
-
 def build_tokenizer(kind, sources, vocabulary_size=None, cache_dir=None):
     """`make_tokenizer(kind, text)` for the text of `sources`, read in
     chunks; the vocabulary is cached beside the token ids.
@@ -355,7 +258,7 @@ def build_tokenizer(kind, sources, vocabulary_size=None, cache_dir=None):
         {
             "vocabulary": kind,
             "vocabulary_size": vocabulary_size,
-            "sources": [_identity(source) for source in sources],
+            "sources": [source_identity(source) for source in sources],
         }
     )
     folder = cache_folder(cache_dir)
@@ -402,7 +305,7 @@ def cached_token_ids(tokenizer, source, cache_dir=None, log=None):
     dtype = id_dtype(int(tokenizer.vocabulary_size()))
     if source.stop is not None and source.start >= source.stop:
         return np.zeros(0, dtype)  # an empty part: nothing to cache
-    key = _key({"ids": _identity(source), "tokenizer": fingerprint})
+    key = _key({"ids": source_identity(source), "tokenizer": fingerprint})
     pending = _PENDING.get()
     folder = cache_folder(cache_dir)
     ids_path = os.path.join(folder, f"{key}.{dtype.name}.ids")
@@ -425,20 +328,20 @@ def cached_token_ids(tokenizer, source, cache_dir=None, log=None):
         )
     if pending is not None and not pending.store:
         if log is not None:
-            log(f"Tokenizing {_describe(source)} (not cached).")
+            log(f"Tokenizing {describe_source(source)} (not cached).")
         pieces = [
             np.asarray(ids).astype(dtype)
             for ids in _checked_pieces(tokenizer, source, dtype)
         ]
         return np.concatenate(pieces) if pieces else np.zeros(0, dtype)
     if log is not None:
-        log(f"Tokenizing {_describe(source)} into {ids_path} (once).")
+        log(f"Tokenizing {describe_source(source)} into {ids_path} (once).")
     count, temporary = _write_ids(tokenizer, source, ids_path, dtype)
     if count == 0:  # never cache an empty text
         os.remove(temporary)
         return np.zeros(0, dtype)
     meta = {
-        "source": _identity(source),
+        "source": source_identity(source),
         "stat": stat,
         "tokenizer": fingerprint,
         "dtype": dtype.name,
@@ -474,7 +377,7 @@ def cached_json(name, parameters, sources, compute, cache_dir=None):
         {
             "name": name,
             "parameters": parameters,
-            "sources": [_identity(source) for source in sources],
+            "sources": [source_identity(source) for source in sources],
             "format": FORMAT_VERSION,
         }
     )
@@ -565,73 +468,6 @@ def _encode_pieces(tokenizer, source):
             yield encode(tokenizer, text)
 
 
-def _open(source):
-    try:
-        if source.member is None:
-            return open(source.path, "rb")
-        archive = zipfile.ZipFile(source.path)
-        by_name = {os.path.basename(m): m for m in archive.namelist()}
-        name = by_name.get(source.member, source.member)
-        return _ZipMember(archive, archive.open(name))
-    except KeyError as error:
-        raise CorpusError(
-            f"Archive '{source.path}' has no member {source.member!r}."
-        ) from error
-    except (OSError, zipfile.BadZipFile) as error:
-        raise CorpusError(
-            f"Cannot read {_describe(source)} ({error}). Check the file."
-        ) from error
-
-
-class _ZipMember:
-    """A zip member's stream that closes its archive too."""
-
-    def __init__(self, archive, stream):
-        self.archive, self.stream = archive, stream
-
-    def read(self, size):
-        return self.stream.read(size)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.stream.close()
-        self.archive.close()
-
-
-def _skip(file, count, chunk_bytes):
-    if not count:
-        return
-    if hasattr(file, "seek") and not isinstance(file, _ZipMember):
-        file.seek(count)
-        return
-    while count > 0:  # compressed: read and drop
-        dropped = len(file.read(min(chunk_bytes, count)))
-        if not dropped:
-            return
-        count -= dropped
-
-
-def _identity(source):
-    return {
-        "path": os.path.realpath(source.path),
-        "start": source.start,
-        "stop": source.stop,
-        "member": source.member,
-        "errors": source.errors,
-    }
-
-
-def _describe(source):
-    where = f"'{source.path}'"
-    if source.member is not None:
-        where = f"{source.member} in {where}"
-    if source.start or source.stop is not None:
-        where += f" bytes [{source.start}, {source.stop})"
-    return where
-
-
 def _key(payload):
     text = json.dumps(payload, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[
@@ -704,7 +540,7 @@ def cache_entries(cache_dir=None):
                     "kind": "ids",
                     "files": files,
                     "bytes": sum(_size(f) for f in files),
-                    "source": _describe(
+                    "source": describe_source(
                         TextSource(
                             source.get("path", "?"),
                             source.get("start", 0),

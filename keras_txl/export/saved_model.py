@@ -50,7 +50,6 @@ child process with `KERAS_BACKEND=tensorflow` (the `.keras` format is the
 same on every backend), so the call works from any backend.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -60,6 +59,7 @@ import keras
 
 from keras_txl.models.saved_model_exporter import register_saved_model_exporter
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
@@ -67,7 +67,6 @@ from keras_txl.utils.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
 INITIAL_MEMORY_SIGNATURE = "initial_memory"
-MODEL_FILENAME = "model.keras"
 
 
 def _check_export_args(batch_size, segment_length, memory_length):
@@ -156,7 +155,7 @@ def export_saved_model(
         lm.build()
     if keras.config.backend() != "tensorflow":
         with tempfile.TemporaryDirectory(prefix="keras_txl_export_") as tmp:
-            lm.save(os.path.join(tmp, MODEL_FILENAME))
+            lm.save(os.path.join(tmp, run_folder.MODEL_FILE))
             _export_in_tensorflow_process(
                 tmp,
                 path,
@@ -209,7 +208,7 @@ def export_main(
     Returns:
         `out_dir`, as a string.
     """
-    run = _run_config(model_dir)
+    run = run_folder.read_run_config(model_dir)
     if segment_length is None and not any_segment_length:
         segment_length = run.get("segment_length")
     if any_segment_length:
@@ -221,17 +220,15 @@ def export_main(
     batch_size, segment_length, _ = _check_export_args(
         batch_size, segment_length, memory_length or 1
     )
-    model_path = os.path.join(os.fspath(model_dir), MODEL_FILENAME)
-    preset = os.path.isfile(os.path.join(os.fspath(model_dir), "task.json"))
-    if not preset and not os.path.isfile(model_path):
+    if not run_folder.has_model(model_dir):
         raise FileNotFoundError(
             f"No model in {os.fspath(model_dir)!r}: neither a keras-hub "
-            f"preset (task.json, from `lm.save_to_preset(model_dir)`, "
-            f"`keras-txl train` or `keras-txl convert`) nor {MODEL_FILENAME}."
+            f"preset ({run_folder.TASK_FILE}, from "
+            "`lm.save_to_preset(model_dir)`, `keras-txl train` or "
+            f"`keras-txl convert`) nor {run_folder.MODEL_FILE}."
         )
-    if preset and not os.path.isfile(
-        os.path.join(os.fspath(model_dir), "config.json")
-    ):
+    backbone_file = os.path.join(os.fspath(model_dir), run_folder.BACKBONE_FILE)
+    if run_folder.is_preset(model_dir) and not os.path.isfile(backbone_file):
         # Said here, before a TensorFlow child process is started for it.
         raise FileNotFoundError(
             f"The keras-hub preset in {os.fspath(model_dir)!r} has no "
@@ -250,11 +247,12 @@ def export_main(
             verbose,
         )
         return out_dir
-    if preset:
+    if run_folder.is_preset(model_dir):
         lm = TransformerXLCausalLM.from_preset(
             os.fspath(model_dir), preprocessor=None
         )
     else:
+        model_path = os.path.join(os.fspath(model_dir), run_folder.MODEL_FILE)
         lm = keras.saving.load_model(model_path, safe_mode=True)
     if memory_length is None:
         memory_length = lm.carried_memory_length
@@ -323,15 +321,6 @@ def _export_in_tensorflow_process(
             f"{' '.join(command)}). Its last output:\n"
             f"{result.stderr[-3000:]}"
         )
-
-
-def _run_config(model_dir):
-    """The `train_config.json` of a `keras-txl train` run, or `{}`."""
-    path = os.path.join(os.fspath(model_dir), "train_config.json")
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
 
 
 def _make_archive(lm, batch_size, segment_length, memory_length):

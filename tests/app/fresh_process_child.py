@@ -35,7 +35,7 @@ RUNS = {
 }
 PROMPTS = {"char": "the ", "byte": "the ", "word": "the", "wikitext103": "The"}
 TINY = [
-    "--preset",
+    "--size",
     "tiny",
     "--steps",
     "2",
@@ -167,7 +167,7 @@ def cli(folder):
     models = os.path.join(folder, "ablation_models")
     ablate_tiny = ["ablate", "--corpus", corpus, "--steps", "2"]
     ablate_tiny += ["--segment-length"]
-    ablate_tiny += ["4", "--batch-size", "2", "--preset", "micro"]
+    ablate_tiny += ["4", "--batch-size", "2", "--size", "micro"]
     ablate_tiny += ["--num-seeds", "1", "--eval-tokens", "32"]
     ablate_tiny += ["--eval-batch-size", "2", "--memory-sweep", "1"]
     ablate_tiny += ["--recl-contexts", "4", "--no-cost"]

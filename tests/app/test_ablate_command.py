@@ -35,7 +35,7 @@ def test_ablate_writes_the_table_pictures_and_metrics(tmp_path, capsys):
             "4",
             "--batch-size",
             "2",
-            "--preset",
+            "--size",
             "micro",
             "--num-seeds",
             "1",

@@ -22,7 +22,7 @@ TEXT = (
     "Pack my box with five dozen liquor jugs. "
 ) * 4
 TINY_RUN = [
-    "--preset",
+    "--size",
     "tiny",
     "--steps",
     "4",
@@ -320,7 +320,7 @@ class StopAfterThree(keras.callbacks.Callback):
 
 stopped = os.path.join(folder, "stopped")
 config = TrainConfig(
-    corpus=corpus, preset="tiny", steps=4, segment_length=8, batch_size=2,
+    corpus=corpus, size="tiny", steps=4, segment_length=8, batch_size=2,
     memory_length=8, eval_memory_length=16, steps_per_epoch=2, dropout=0.0,
     seed=0, verbose=0, output=stopped, strategy=strategy, num_devices=2,
 )
@@ -480,7 +480,7 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
     "argv, match",
     [
         (["train", "--steps", "0"], "--steps: must be an integer >= 1"),
-        (["train", "--preset", "huge"], "--preset: invalid choice"),
+        (["train", "--size", "huge"], "--size: invalid choice"),
         (["train", "--dropout", "1.5"], "--dropout: must be a number"),
         (["train", "--memory-length", "x"], "--memory-length"),
         (["generate"], "MODEL_DIR"),

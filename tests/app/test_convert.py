@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from keras_txl.app.cli import main
-from keras_txl.app.run import CHECK_SENTENCE
-from keras_txl.app.run import sentence_log_probabilities
+from keras_txl.app.convert_command import CHECK_SENTENCE
+from keras_txl.app.convert_command import sentence_log_probabilities
 from keras_txl.convert import preset_loader
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLTokenizer

@@ -26,7 +26,7 @@ def _config(tmp_path, name="run", **kwargs):
         corpus.write_text(TEXT * 2, encoding="utf-8")  # 172 characters
     values = dict(
         corpus=str(corpus),
-        preset="tiny",
+        size="tiny",
         steps=7,
         segment_length=8,
         batch_size=2,
@@ -136,7 +136,7 @@ def test_output_folder_is_never_overwritten_without_overwrite(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(preset="huge"), "--preset"),
+        (dict(size="huge"), "--size"),
         (dict(dataset="ptb"), "--dataset"),
         (dict(steps=0), "--steps"),
         (dict(memory_length=-1), "--memory-length"),
@@ -158,7 +158,7 @@ def test_preset_defaults_and_memory_lengths(tmp_path):
     assert config.warmup_steps == 3  # a tenth of a short run
     assert config.tokenizer == "char"
     assert TrainConfig(dataset="enwik8").resolved().tokenizer == "byte"
-    assert TrainConfig(preset="reference").resolved().batch_size == 16
+    assert TrainConfig(size="reference").resolved().batch_size == 16
     assert eval_memory_lengths(_config(tmp_path).resolved()) == [
         0,
         2,

@@ -16,6 +16,7 @@ from keras_txl.app.run import train
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.utils import run_folder
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. "
@@ -29,7 +30,7 @@ def _config(tmp_path, name="run", **kwargs):
         corpus.write_text(TEXT, encoding="utf-8")
     values = dict(
         corpus=str(corpus),
-        preset="tiny",
+        size="tiny",
         steps=4,
         segment_length=8,
         batch_size=2,
@@ -67,7 +68,7 @@ def test_flags_are_applied_recorded_and_logged_every_step(tmp_path):
     lm = artifacts.load_model(output)
     assert lm.backbone.dtype_policy.name == "mixed_bfloat16"
     assert lm.backbone.compute_dtype == "bfloat16"
-    saved = artifacts.read_json(output / artifacts.CONFIG_FILE)
+    saved = artifacts.read_json(output / run_folder.CONFIG_FILE)
     for record in (saved, metrics):
         assert record["dtype_policy"] == "mixed_bfloat16"
         assert record["jit_compile"] is False
@@ -112,7 +113,7 @@ def test_jit_compile_false_is_what_the_backend_resolves(tmp_path):
     config = _config(tmp_path, jit_compile=False, steps=1, steps_per_epoch=1)
     run = fit_language_model(config, log=lines.append)
     assert run["lm"].jit_compile is False
-    saved = artifacts.read_json(tmp_path / "run" / artifacts.CONFIG_FILE)
+    saved = artifacts.read_json(tmp_path / "run" / run_folder.CONFIG_FILE)
     assert saved["jit_compile"] is False
     assert saved["resolved_jit_compile"] is False
     assert any("jit_compile False (not compiled)" in line for line in lines)

@@ -15,6 +15,7 @@ from keras_txl.data import make_tokenizer
 from keras_txl.data import segment_dataset
 from keras_txl.data import split_text
 from keras_txl.data import text_file_sources
+from keras_txl.data import text_source
 from keras_txl.data import token_cache
 from keras_txl.data.corpora import HELD_OUT_SIZE
 from keras_txl.data.token_cache import tokenizer_fingerprint
@@ -29,7 +30,7 @@ ODD_TEXT = "héllo wörld 😀 a\n\n  b  c\t d\n" + "mot " * 300 + "fin"
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Chunks of 1,000 bytes: a multi-byte character or a word is cut."""
-    monkeypatch.setattr(token_cache, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(text_source, "CHUNK_BYTES", 1000)
 
 
 def _write(folder, text, name="corpus.txt"):
@@ -98,7 +99,7 @@ def test_killed_tokenization_leaves_nothing_trusted(tmp_path, monkeypatch):
         yield next(pieces)
         raise KeyboardInterrupt  # as a run killed while tokenizing
 
-    monkeypatch.setattr(token_cache, "CHUNK_BYTES", 100)
+    monkeypatch.setattr(text_source, "CHUNK_BYTES", 100)
     monkeypatch.setattr(token_cache, "_encode_pieces", dies_midway)
     with pytest.raises(KeyboardInterrupt):
         cached_token_ids(tokenizer, TextSource(path), tmp_path)

@@ -83,7 +83,7 @@ def test_cli_reports_divergence_in_one_line(tmp_path, capsys, monkeypatch):
         [
             "train",
             "--corpus", str(corpus),
-            "--preset", "tiny",
+            "--size", "tiny",
             "--steps", "6",
             "--steps-per-epoch", "2",
             "--segment-length", "8",

@@ -25,7 +25,7 @@ TEXT = (
 ) * 3
 STEPS, PER_EPOCH = 12, 4
 RUN = dict(
-    preset="tiny",
+    size="tiny",
     steps=STEPS,
     segment_length=8,
     batch_size=2,

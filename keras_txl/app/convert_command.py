@@ -1,0 +1,114 @@
+"""`keras-txl convert`: a checkpoint into a keras-hub preset, checked by
+scoring a sentence before and after."""
+
+import os
+
+import keras
+
+from keras_txl.app import artifacts
+from keras_txl.app.train_config import ConfigError
+from keras_txl.utils import run_folder
+from keras_txl.utils.atomic_folder import AtomicFolder
+
+# Scored by `keras-txl convert` (WikiText-103's tokenization).
+CHECK_SENTENCE = (
+    "The tower is 324 metres ( 1,063 ft ) tall , about the same height as "
+    "an 81 @-@ storey building , and the tallest structure in Paris ."
+)
+
+
+def sentence_log_probabilities(lm, sentence):
+    """Log-probability of each token of `sentence` after the ones before
+    it (float64 array of length tokens - 1), from an empty memory: with
+    `lm.preprocessor`'s tokenizer, or for a model without one the ids
+    `0, 1, 2, ...` (modulo the vocabulary)."""
+    import numpy as np
+
+    from keras_txl import data
+
+    vocabulary_size = lm.backbone.vocabulary_size
+    if lm.preprocessor is not None:
+        ids = data.encode(lm.preprocessor.tokenizer, sentence)
+    else:
+        ids = np.arange(len(sentence.split())) % vocabulary_size
+    ids = np.asarray(ids, "int32")[None]  # (1, tokens)
+    logits, _ = lm.call_with_memory(ids[:, :-1])
+    logits = keras.ops.convert_to_numpy(logits).astype("float64")[0]
+    logits = logits - logits.max(-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return log_probs[np.arange(ids.shape[1] - 1), ids[0, 1:]]
+
+
+def convert(source, out_dir, overwrite=False, log=print):
+    """`keras-txl convert`: a checkpoint into a keras-hub preset.
+
+    Args:
+        source: what `TransformerXLCausalLM.from_preset` takes: a
+            HuggingFace Transformer-XL folder or `hf://` handle, a folder
+            of the authors' TensorFlow checkpoint with its `config.json`,
+            or a keras-hub preset.
+        out_dir: the preset folder to write.
+        overwrite: bool. Replace a preset already in `out_dir`.
+        log: function that prints a line.
+
+    Returns:
+        A dict: `tokens` (scored), `mean_log_probability` (nats per token,
+        converted model) and `max_difference` (largest difference of a
+        token's log-probability between the converted model and the preset
+        loaded back from `out_dir`).
+    """
+    import numpy as np
+
+    from keras_txl.models import TransformerXLCausalLM
+
+    out_dir = os.fspath(out_dir)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ConfigError(f"OUT_DIR '{out_dir}' is a file, not a folder.")
+    if os.path.isdir(out_dir) and os.listdir(out_dir):
+        if not run_folder.is_preset(out_dir):
+            raise ConfigError(
+                f"'{out_dir}' holds files that are not a keras-hub preset: "
+                "pick an empty or new folder."
+            )
+        if not overwrite:
+            raise ConfigError(
+                f"'{out_dir}' already holds a preset. Pass --overwrite to "
+                "replace it, or another OUT_DIR."
+            )
+    lm = TransformerXLCausalLM.from_preset(source)
+    expected = sentence_log_probabilities(lm, CHECK_SENTENCE)
+    # Written beside OUT_DIR, checked, then put in place whole: a failed
+    # conversion leaves OUT_DIR (and a preset there) as it was.
+    with AtomicFolder(out_dir) as folder:
+        artifacts.save_model(lm, folder.path)
+        loaded = TransformerXLCausalLM.from_preset(folder.path)
+        got = sentence_log_probabilities(loaded, CHECK_SENTENCE)
+        _check_converted(got, expected, out_dir)
+    difference = float(np.max(np.abs(got - expected)))
+    finite = bool(np.all(np.isfinite(expected)))
+    result = {
+        "tokens": int(expected.size),
+        "mean_log_probability": float(np.mean(expected)),
+        "max_difference": difference,
+    }
+    tokenizer = "with its tokenizer" if lm.preprocessor else "no tokenizer"
+    log(
+        f"Converted {source} to {out_dir} ({tokenizer}). Check: "
+        f"{expected.size} tokens of a built-in sentence, mean log-probability "
+        f"{result['mean_log_probability']:.4f} nats "
+        f"({'finite' if finite else 'NOT FINITE'}), "
+        f"max |difference| after reloading the preset {difference:.2e}."
+    )
+    return result
+
+
+def _check_converted(got, expected, out_dir):
+    import numpy as np
+
+    difference = float(np.max(np.abs(got - expected)))
+    if not np.all(np.isfinite(expected)) or difference > 1e-5:
+        raise ValueError(
+            "The converted model's log-probabilities are not finite or "
+            f"change when its preset is loaded back ({difference:.2e}); "
+            f"nothing was written to '{out_dir}'."
+        )
