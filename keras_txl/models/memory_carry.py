@@ -32,6 +32,7 @@ import inspect
 import keras
 import numpy as np
 
+from keras_txl.models.evaluation_copy import evaluation_copy
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_data
@@ -286,32 +287,9 @@ class CarriedMemory:
             raise ValueError(
                 "`memory_length` must be an integer >= 0. Received: None"
             )
-        if not self.built:
-            self.build()
-        adaptive = self.adaptive_softmax is not None
-        other = type(self)(
-            self.backbone,
-            tie_weights=self.tie_weights,
-            memory_length=memory_length,
-            tie_projections=self.tie_projections if adaptive else None,
-            tail_capacity=self.tail_capacity if adaptive else None,
-            cluster_order=self.cluster_order,
-            preprocessor=self.preprocessor,
-            name=f"{self.name}_memory_{memory_length}",
+        return evaluation_copy(
+            self, memory_length, name=f"{self.name}_memory_{memory_length}"
         )
-        # Share the output layer: the same variables, not copies.
-        if adaptive:
-            # The unbuilt softmax of the constructor leaves the model.
-            other._tracker.untrack(other.adaptive_softmax)
-            other.adaptive_softmax = self.adaptive_softmax
-        else:
-            other.output_bias = self.output_bias
-            if not self.tie_weights:
-                other.output_kernel = self.output_kernel
-        other.built = True
-        if self.compiled:
-            other.compile()
-        return other
 
     def _carried_memory_arguments(self, method, args, kwargs):
         """The arguments of `method` (Keras's `fit`, `evaluate` or
