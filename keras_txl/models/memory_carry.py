@@ -31,11 +31,15 @@ import inspect
 
 import keras
 import numpy as np
+from keras import ops
 
 from keras_txl.models.evaluation_copy import evaluation_copy
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_data
+from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import in_vocabulary
+from keras_txl.utils.validation import is_concrete
 
 
 def bind_arguments(method, args, kwargs):
@@ -262,6 +266,71 @@ class CarriedMemory:
     def reset_memory(self):
         """Forgets the memory carried between batches."""
         self.memory_state.reset()
+
+    def _call_carried(self, inputs, training):
+        """`call` on token ids: reads the carried memory, runs the
+        backbone on it and writes the new memory back (step 3 above).
+        Returns the logits."""
+        token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
+        vocabulary_size = self.backbone.vocabulary_size
+        # Dtype and rank always; the range of concrete ids (eager calls).
+        token_ids = check_token_ids(token_ids, vocabulary_size)
+        in_range = None
+        if not is_concrete(token_ids):
+            # Traced ids (fit, evaluate, predict) cannot raise on values.
+            # Out-of-range ids would be wrapped (negative), NaN (JAX) or an
+            # error (TensorFlow on CPU): look them up as id 0 and make
+            # their logits NaN, so the loss is NaN on every backend while
+            # the gradients and the carried memory stay finite.
+            in_range = in_vocabulary(token_ids, vocabulary_size)  # (b, T)
+            token_ids = ops.where(in_range, token_ids, 0)
+        batch_size = token_ids.shape[0]
+        if not self.memory_state.has_state and batch_size is not None:
+            self.memory_state.build(batch_size)
+        memory = self.memory_state.read(batch_size)
+        outputs = self.backbone(
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
+            training=training,
+        )
+        self.memory_state.write(outputs)
+        if "reconstruction_loss" in outputs:
+            # Kept for the metric that `compute_loss` updates in the same
+            # train/test step (a plain attribute, like `_adaptive_outputs`).
+            object.__setattr__(
+                self, "_reconstruction_loss", outputs["reconstruction_loss"]
+            )
+        logits = self.compute_logits(outputs["sequence_output"])
+        if in_range is not None:
+            logits = ops.where(
+                in_range[..., None], logits, float("nan")
+            )  # (batch, T, V)
+            kept = self.__dict__.get("_adaptive_outputs")
+            if kept is not None:  # `compute_loss` pairs them by identity
+                object.__setattr__(self, "_adaptive_outputs", (logits, kept[1]))
+        return logits
+
+    def _call_independent(self, token_ids, training):
+        """Logits of examples that share no memory (see the preprocessor):
+        a memory of zero slots, and the carried one left as it is."""
+        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
+        backbone = self.backbone
+        # No slot in either memory (the compressed one too, if any).
+        memory = backbone.memory_spec.zeros(
+            ops.shape(token_ids)[0], memory_length=0, compressed_memory_length=0
+        )
+        outputs = backbone(
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
+            training=training,
+        )
+        return self.compute_logits(outputs["sequence_output"])
+
+    def preprocess_samples(self, x, y=None, sample_weight=None):
+        """The preprocessor's work on strings; token ids (and anything
+        else) pass through, so ordered segments keep their carried memory
+        with a preprocessor attached."""
+        if self.preprocessor is None or not is_text(x):
+            return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+        return super().preprocess_samples(x, y, sample_weight)
 
     def with_memory_length(self, memory_length):
         """A model on the same weights that carries a memory of another

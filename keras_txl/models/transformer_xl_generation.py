@@ -13,7 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.models.transformer_xl_backbone import check_memory_start
+from keras_txl.models.backbone_memory import check_memory_start
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import is_concrete
 
