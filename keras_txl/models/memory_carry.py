@@ -293,20 +293,15 @@ class CarriedMemory:
             training=training,
         )
         self.memory_state.write(outputs)
-        if "reconstruction_loss" in outputs:
-            # Kept for the metric that `compute_loss` updates in the same
-            # train/test step (a plain attribute, like `_adaptive_outputs`).
-            object.__setattr__(
-                self, "_reconstruction_loss", outputs["reconstruction_loss"]
-            )
-        logits = self.compute_logits(outputs["sequence_output"])
+        hidden_states = outputs["sequence_output"]
+        logits = self.compute_logits(hidden_states)
         if in_range is not None:
             logits = ops.where(
                 in_range[..., None], logits, float("nan")
             )  # (batch, T, V)
-            kept = self.__dict__.get("_adaptive_outputs")
-            if kept is not None:  # `compute_loss` pairs them by identity
-                object.__setattr__(self, "_adaptive_outputs", (logits, kept[1]))
+        self._record_step(
+            logits, hidden_states, outputs.get("reconstruction_loss")
+        )
         return logits
 
     def _call_independent(self, token_ids, training):
@@ -322,7 +317,10 @@ class CarriedMemory:
             {"token_ids": ops.cast(token_ids, "int32"), **memory},
             training=training,
         )
-        return self.compute_logits(outputs["sequence_output"])
+        hidden_states = outputs["sequence_output"]
+        logits = self.compute_logits(hidden_states)
+        self._record_step(logits, hidden_states)
+        return logits
 
     def preprocess_samples(self, x, y=None, sample_weight=None):
         """The preprocessor's work on strings; token ids (and anything

@@ -14,6 +14,7 @@ from keras_txl.models.causal_lm_adapters import CausalLMAdapters
 from keras_txl.models.causal_lm_saving import CausalLMSaving
 from keras_txl.models.memory_carry import CarriedMemory
 from keras_txl.models.memory_state import MemoryState
+from keras_txl.models.step_outputs import StepOutputs
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
@@ -198,6 +199,8 @@ class TransformerXLCausalLM(
             name="memory_state",
         )
         self.dtype_policy = backbone.dtype_policy
+        # What `call` hands to `compute_loss` besides the logits.
+        self._step_outputs = StepOutputs()
         if backbone.memory_spec.compressive:
             self.reconstruction_tracker = keras.metrics.Mean(
                 name="reconstruction_loss"
@@ -239,15 +242,7 @@ class TransformerXLCausalLM(
         """Float32 logits `(batch, T, vocabulary_size)` of hidden states
         (log-probabilities with an adaptive softmax)."""
         if self.adaptive_softmax is not None:
-            log_probs = self.adaptive_softmax(hidden_states)
-            # Kept for `compute_loss` in the same train/test step, which
-            # trains on the per-cluster NLL of these hidden states. A plain
-            # attribute, like the `add_loss` losses that Keras keeps on the
-            # layers between `call` and `compute_loss`.
-            object.__setattr__(
-                self, "_adaptive_outputs", (log_probs, hidden_states)
-            )
-            return log_probs
+            return self.adaptive_softmax(hidden_states)
         if self.tie_weights:
             kernel = self._tied_kernel()  # (V, hidden)
             equation = "btd,vd->btv"
@@ -292,9 +287,9 @@ class TransformerXLCausalLM(
         """
         if isinstance(inputs, dict) and "memory" in inputs:
             outputs = self.backbone(inputs, training=training)
-            result = {
-                "logits": self.compute_logits(outputs["sequence_output"]),
-            }
+            hidden_states = outputs["sequence_output"]
+            result = {"logits": self.compute_logits(hidden_states)}
+            self._record_step(result["logits"], hidden_states)
             for key in self.backbone.memory_keys:
                 result[key] = outputs[key]
             if "reconstruction_loss" in outputs:
@@ -305,6 +300,18 @@ class TransformerXLCausalLM(
             # from an empty memory, nothing carried to the next batch.
             return self._call_independent(inputs["token_ids"], training)
         return self._call_carried(inputs, training)
+
+    def _record_step(self, logits, hidden_states, reconstruction_loss=None):
+        """Records for `compute_loss` of the same train or test step what
+        `logits` do not hold (see `StepOutputs`): with an adaptive
+        softmax the hidden states that gave them, and a compressive
+        backbone's reconstruction loss."""
+        adaptive = self.adaptive_softmax is not None
+        self._step_outputs.record(
+            logits=logits if adaptive else None,
+            hidden_states=hidden_states if adaptive else None,
+            reconstruction_loss=reconstruction_loss,
+        )
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
@@ -351,16 +358,19 @@ class TransformerXLCausalLM(
         """The compiled loss; with an adaptive softmax and the default loss,
         the per-cluster NLL of the hidden states that gave `y_pred`. NaN
         when traced token ids or targets lie outside the vocabulary."""
-        reconstruction = self.__dict__.pop("_reconstruction_loss", None)
-        if reconstruction is not None:
-            self.reconstruction_tracker.update_state(reconstruction)
-        kept = self.__dict__.pop("_adaptive_outputs", None)
+        step = self._step_outputs.take()
+        if "reconstruction_loss" in step:
+            self.reconstruction_tracker.update_state(
+                step["reconstruction_loss"]
+            )
         if (
-            kept is not None
-            and kept[0] is y_pred
+            "hidden_states" in step
+            and step["logits"] is y_pred
             and causal_lm_loss.trains_on_clusters(self.loss, y)
         ):
-            loss = causal_lm_loss.cluster_loss(self, kept[1], y, sample_weight)
+            loss = causal_lm_loss.cluster_loss(
+                self, step["hidden_states"], y, sample_weight
+            )
         else:
             loss = super().compute_loss(
                 x, y, y_pred, sample_weight, training=training
