@@ -7,14 +7,14 @@ evaluation copy of the model (same weights, another memory length or
 `same_length`) over ordered segments, and return the loss of every token.
 """
 
-import copy
 import math
 
-import keras
 import numpy as np
 
 from keras_txl.data import segment_dataset
-from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.models.evaluation_copy import (
+    evaluation_copy as models_evaluation_copy,
+)
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_int
 
@@ -36,24 +36,12 @@ def evaluation_copy(lm, memory_length, same_length=False):
     memory_length = check_positive_int(
         "memory_length", memory_length, allow_zero=True
     )
-    config = copy.deepcopy(lm.get_config())
-    config["backbone"]["config"]["same_length"] = check_bool(
-        "same_length", same_length
+    return models_evaluation_copy(
+        lm,
+        memory_length,
+        name=f"{lm.name}_eval",
+        same_length=check_bool("same_length", same_length),
     )
-    config["memory_length"] = memory_length
-    config["name"] = f"{lm.name}_eval"
-    clone = TransformerXLCausalLM.from_config(config)
-    clone.build()
-    if len(clone.trainable_weights) != len(lm.trainable_weights):
-        raise ValueError(
-            "The evaluation copy does not have the weights of the model "
-            f"({len(clone.trainable_weights)} vs "
-            f"{len(lm.trainable_weights)})."
-        )
-    for target, source in zip(clone.trainable_weights, lm.trainable_weights):
-        # A copy: JAX's `predict` may donate (delete) the buffers it reads.
-        target.assign(keras.ops.convert_to_numpy(source))
-    return clone
 
 
 def token_losses(

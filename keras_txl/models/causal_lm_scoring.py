@@ -44,7 +44,7 @@ def score(
     Returns:
         Float32 logits `(batch, N, vocab)` or losses `(batch, N)`.
     """
-    from keras_txl.models.transformer_xl_backbone import check_memory_start
+    from keras_txl.models.backbone_memory import check_memory_start
 
     if scoring_mode not in SCORING_MODES:
         raise ValueError(

@@ -31,10 +31,15 @@ import inspect
 
 import keras
 import numpy as np
+from keras import ops
 
+from keras_txl.models.evaluation_copy import evaluation_copy
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_data
+from keras_txl.utils.validation import check_token_ids
+from keras_txl.utils.validation import in_vocabulary
+from keras_txl.utils.validation import is_concrete
 
 
 def bind_arguments(method, args, kwargs):
@@ -262,6 +267,69 @@ class CarriedMemory:
         """Forgets the memory carried between batches."""
         self.memory_state.reset()
 
+    def _call_carried(self, inputs, training):
+        """`call` on token ids: reads the carried memory, runs the
+        backbone on it and writes the new memory back (step 3 above).
+        Returns the logits."""
+        token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
+        vocabulary_size = self.backbone.vocabulary_size
+        # Dtype and rank always; the range of concrete ids (eager calls).
+        token_ids = check_token_ids(token_ids, vocabulary_size)
+        in_range = None
+        if not is_concrete(token_ids):
+            # Traced ids (fit, evaluate, predict) cannot raise on values.
+            # Out-of-range ids would be wrapped (negative), NaN (JAX) or an
+            # error (TensorFlow on CPU): look them up as id 0 and make
+            # their logits NaN, so the loss is NaN on every backend while
+            # the gradients and the carried memory stay finite.
+            in_range = in_vocabulary(token_ids, vocabulary_size)  # (b, T)
+            token_ids = ops.where(in_range, token_ids, 0)
+        batch_size = token_ids.shape[0]
+        if not self.memory_state.has_state and batch_size is not None:
+            self.memory_state.build(batch_size)
+        memory = self.memory_state.read(batch_size)
+        outputs = self.backbone(
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
+            training=training,
+        )
+        self.memory_state.write(outputs)
+        hidden_states = outputs["sequence_output"]
+        logits = self.compute_logits(hidden_states)
+        if in_range is not None:
+            logits = ops.where(
+                in_range[..., None], logits, float("nan")
+            )  # (batch, T, V)
+        self._record_step(
+            logits, hidden_states, outputs.get("reconstruction_loss")
+        )
+        return logits
+
+    def _call_independent(self, token_ids, training):
+        """Logits of examples that share no memory (see the preprocessor):
+        a memory of zero slots, and the carried one left as it is."""
+        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
+        backbone = self.backbone
+        # No slot in either memory (the compressed one too, if any).
+        memory = backbone.memory_spec.zeros(
+            ops.shape(token_ids)[0], memory_length=0, compressed_memory_length=0
+        )
+        outputs = backbone(
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
+            training=training,
+        )
+        hidden_states = outputs["sequence_output"]
+        logits = self.compute_logits(hidden_states)
+        self._record_step(logits, hidden_states)
+        return logits
+
+    def preprocess_samples(self, x, y=None, sample_weight=None):
+        """The preprocessor's work on strings; token ids (and anything
+        else) pass through, so ordered segments keep their carried memory
+        with a preprocessor attached."""
+        if self.preprocessor is None or not is_text(x):
+            return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+        return super().preprocess_samples(x, y, sample_weight)
+
     def with_memory_length(self, memory_length):
         """A model on the same weights that carries a memory of another
         length, e.g. to evaluate with a longer memory than in training (the
@@ -286,32 +354,9 @@ class CarriedMemory:
             raise ValueError(
                 "`memory_length` must be an integer >= 0. Received: None"
             )
-        if not self.built:
-            self.build()
-        adaptive = self.adaptive_softmax is not None
-        other = type(self)(
-            self.backbone,
-            tie_weights=self.tie_weights,
-            memory_length=memory_length,
-            tie_projections=self.tie_projections if adaptive else None,
-            tail_capacity=self.tail_capacity if adaptive else None,
-            cluster_order=self.cluster_order,
-            preprocessor=self.preprocessor,
-            name=f"{self.name}_memory_{memory_length}",
+        return evaluation_copy(
+            self, memory_length, name=f"{self.name}_memory_{memory_length}"
         )
-        # Share the output layer: the same variables, not copies.
-        if adaptive:
-            # The unbuilt softmax of the constructor leaves the model.
-            other._tracker.untrack(other.adaptive_softmax)
-            other.adaptive_softmax = self.adaptive_softmax
-        else:
-            other.output_bias = self.output_bias
-            if not self.tie_weights:
-                other.output_kernel = self.output_kernel
-        other.built = True
-        if self.compiled:
-            other.compile()
-        return other
 
     def _carried_memory_arguments(self, method, args, kwargs):
         """The arguments of `method` (Keras's `fit`, `evaluate` or

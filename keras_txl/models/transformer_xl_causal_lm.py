@@ -1,5 +1,3 @@
-import os
-
 import keras
 import keras_hub
 from keras import ops
@@ -9,34 +7,31 @@ from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
+from keras_txl.models import causal_lm_loss
+from keras_txl.models import causal_lm_saving
 from keras_txl.models import causal_lm_scoring
-from keras_txl.models import lora
-from keras_txl.models.foreign_checkpoints import foreign_checkpoint_kind
-from keras_txl.models.foreign_checkpoints import load_foreign_checkpoint
-from keras_txl.models.foreign_checkpoints import saved_mixed_policy
+from keras_txl.models.causal_lm_adapters import CausalLMAdapters
+from keras_txl.models.causal_lm_saving import CausalLMSaving
 from keras_txl.models.memory_carry import CarriedMemory
-from keras_txl.models.memory_carry import is_text
 from keras_txl.models.memory_state import MemoryState
-from keras_txl.models.saved_model_exporter import saved_model_exporter
+from keras_txl.models.step_outputs import StepOutputs
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
 from keras_txl.models.transformer_xl_generation import TransformerXLGeneration
-from keras_txl.utils.damaged_file_error import DamagedFileError
-from keras_txl.utils.saved_files import PRESET_WEIGHTS_FILES
-from keras_txl.utils.saved_files import check_preset_files
-from keras_txl.utils.saved_files import check_weights_fit
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_ids
-from keras_txl.utils.validation import in_vocabulary
-from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
 class TransformerXLCausalLM(
-    CarriedMemory, TransformerXLGeneration, keras_hub.models.CausalLM
+    CausalLMAdapters,
+    CausalLMSaving,
+    CarriedMemory,
+    TransformerXLGeneration,
+    keras_hub.models.CausalLM,
 ):
     """Transformer-XL language model: a backbone and an output layer.
 
@@ -204,6 +199,8 @@ class TransformerXLCausalLM(
             name="memory_state",
         )
         self.dtype_policy = backbone.dtype_policy
+        # What `call` hands to `compute_loss` besides the logits.
+        self._step_outputs = StepOutputs()
         if backbone.memory_spec.compressive:
             self.reconstruction_tracker = keras.metrics.Mean(
                 name="reconstruction_loss"
@@ -241,37 +238,11 @@ class TransformerXLCausalLM(
                 self.memory_state.build(input_shape[0])
         self.built = True
 
-    def get_build_config(self):
-        # The weights depend on no input shape, and the carried memory is
-        # built by the first batch: a loaded model rebuilds without a
-        # shape, so that it takes any batch size (also for the models of
-        # `with_memory_length`, built by sharing weights).
-        return {"input_shape": [None, None]} if self.built else None
-
-    def build_from_config(self, config):
-        # The build config records the batch size of the data last seen;
-        # a loaded model takes the batch size of the data it gets next.
-        shape = (config or {}).get("input_shape")
-        if isinstance(shape, (list, tuple)) and len(shape) == 2:
-            config = {**config, "input_shape": [None, shape[1]]}
-        elif isinstance(shape, dict):
-            shape = {key: [None, *value[1:]] for key, value in shape.items()}
-            config = {**config, "input_shape": shape}
-        super().build_from_config(config)
-
     def compute_logits(self, hidden_states):
         """Float32 logits `(batch, T, vocabulary_size)` of hidden states
         (log-probabilities with an adaptive softmax)."""
         if self.adaptive_softmax is not None:
-            log_probs = self.adaptive_softmax(hidden_states)
-            # Kept for `compute_loss` in the same train/test step, which
-            # trains on the per-cluster NLL of these hidden states. A plain
-            # attribute, like the `add_loss` losses that Keras keeps on the
-            # layers between `call` and `compute_loss`.
-            object.__setattr__(
-                self, "_adaptive_outputs", (log_probs, hidden_states)
-            )
-            return log_probs
+            return self.adaptive_softmax(hidden_states)
         if self.tie_weights:
             kernel = self._tied_kernel()  # (V, hidden)
             equation = "btd,vd->btv"
@@ -295,31 +266,30 @@ class TransformerXLCausalLM(
         ids = ops.arange(self.backbone.vocabulary_size, dtype="int32")
         return embedding(ids)  # (V, hidden)
 
-    def _check_quantize_args(self, mode, compute_dtype):
-        # Keras runs this check before `quantize`, and refuses an unbuilt
-        # model; the weights of this one need no input shape.
-        if not self.built:
-            self.build()
-        super()._check_quantize_args(mode, compute_dtype)
-
-    def quantize(self, mode=None, config=None, filters=None, **kwargs):
-        """Quantizes the backbone (see `TransformerXLBackbone.quantize`:
-        modes `"int8"`, `"int4"`, `"float8"`; every check runs before
-        anything changes). The output layer stays float: with tied
-        weights it reads the quantized embedding through its lookup. The
-        carried memory is activations, never quantized."""
-        self.backbone.quantize(mode, config=config, filters=filters, **kwargs)
-        self.train_function = None
-        self.test_function = None
-        self.predict_function = None
-        self._post_quantize(mode)
-
     def call(self, inputs, training=None):
+        """One segment; what it runs on and returns depends on the type of
+        `inputs`:
+
+        - a dict with `"memory"` (`{"token_ids", "memory",
+          "valid_length"}`, plus the compressed memory's keys for a
+          compressive backbone; `call_with_memory` builds it): the
+          explicit memory. Returns a dict: `"logits"`, the new memory's
+          keys and, for a compressive backbone, `"reconstruction_loss"`.
+        - a dict with `"padding_mask"` (`{"token_ids", "padding_mask"}`,
+          a preprocessor's packed examples): independent rows from an
+          empty memory, the carried one left as it is. Returns the logits.
+        - token ids `(batch, T)` (or a dict `{"token_ids"}`): the carried
+          memory (`fit`, `evaluate`, `predict`, `model(token_ids)`; see
+          `CarriedMemory`). Returns the logits.
+
+        Logits are float32 `(batch, T, vocabulary_size)`
+        (log-probabilities with an adaptive softmax).
+        """
         if isinstance(inputs, dict) and "memory" in inputs:
             outputs = self.backbone(inputs, training=training)
-            result = {
-                "logits": self.compute_logits(outputs["sequence_output"]),
-            }
+            hidden_states = outputs["sequence_output"]
+            result = {"logits": self.compute_logits(hidden_states)}
+            self._record_step(result["logits"], hidden_states)
             for key in self.backbone.memory_keys:
                 result[key] = outputs[key]
             if "reconstruction_loss" in outputs:
@@ -329,74 +299,19 @@ class TransformerXLCausalLM(
             # Packed examples of a preprocessor: independent strings, run
             # from an empty memory, nothing carried to the next batch.
             return self._call_independent(inputs["token_ids"], training)
-        token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
-        vocabulary_size = self.backbone.vocabulary_size
-        # Dtype and rank always; the range of concrete ids (eager calls).
-        token_ids = check_token_ids(token_ids, vocabulary_size)
-        in_range = None
-        if not is_concrete(token_ids):
-            # Traced ids (fit, evaluate, predict) cannot raise on values.
-            # Out-of-range ids would be wrapped (negative), NaN (JAX) or an
-            # error (TensorFlow on CPU): look them up as id 0 and make
-            # their logits NaN, so the loss is NaN on every backend while
-            # the gradients and the carried memory stay finite.
-            in_range = in_vocabulary(token_ids, vocabulary_size)  # (b, T)
-            token_ids = ops.where(in_range, token_ids, 0)
-        batch_size = token_ids.shape[0]
-        if not self.memory_state.has_state and batch_size is not None:
-            self.memory_state.build(batch_size)
-        memory = self.memory_state.read(batch_size)
-        outputs = self.backbone(
-            {"token_ids": ops.cast(token_ids, "int32"), **memory},
-            training=training,
-        )
-        self.memory_state.write(outputs)
-        if "reconstruction_loss" in outputs:
-            # Kept for the metric that `compute_loss` updates in the same
-            # train/test step (a plain attribute, like `_adaptive_outputs`).
-            object.__setattr__(
-                self, "_reconstruction_loss", outputs["reconstruction_loss"]
-            )
-        logits = self.compute_logits(outputs["sequence_output"])
-        if in_range is not None:
-            logits = ops.where(
-                in_range[..., None], logits, float("nan")
-            )  # (batch, T, V)
-            kept = self.__dict__.get("_adaptive_outputs")
-            if kept is not None:  # `compute_loss` pairs them by identity
-                object.__setattr__(self, "_adaptive_outputs", (logits, kept[1]))
-        return logits
+        return self._call_carried(inputs, training)
 
-    def _call_independent(self, token_ids, training):
-        """Logits of examples that share no memory (see the preprocessor):
-        a memory of zero slots, and the carried one left as it is."""
-        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
-        backbone = self.backbone
-        # No slot in either memory (the compressed one too, if any).
-        memory = backbone.memory_spec.zeros(
-            ops.shape(token_ids)[0], memory_length=0, compressed_memory_length=0
+    def _record_step(self, logits, hidden_states, reconstruction_loss=None):
+        """Records for `compute_loss` of the same train or test step what
+        `logits` do not hold (see `StepOutputs`): with an adaptive
+        softmax the hidden states that gave them, and a compressive
+        backbone's reconstruction loss."""
+        adaptive = self.adaptive_softmax is not None
+        self._step_outputs.record(
+            logits=logits if adaptive else None,
+            hidden_states=hidden_states if adaptive else None,
+            reconstruction_loss=reconstruction_loss,
         )
-        outputs = backbone(
-            {"token_ids": ops.cast(token_ids, "int32"), **memory},
-            training=training,
-        )
-        return self.compute_logits(outputs["sequence_output"])
-
-    def preprocess_samples(self, x, y=None, sample_weight=None):
-        """The preprocessor's work on strings; token ids (and anything
-        else) pass through, so ordered segments keep their carried memory
-        with a preprocessor attached."""
-        if self.preprocessor is None or not is_text(x):
-            return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
-        return super().preprocess_samples(x, y, sample_weight)
-
-    def load_task_weights(self, filepath):
-        """Loads the weights outside the backbone (the output layer),
-        building the model first: its output weights are created in
-        `build`, which keras-hub's preset loader does not call."""
-        if not self.built:
-            self.build()
-        super().load_task_weights(filepath)
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
@@ -433,39 +348,9 @@ class TransformerXLCausalLM(
                 needs `dtype=` for such a preset (keras-hub 0.32 reads the
                 policy's name as a dtype and fails).
         """
-        kind = foreign_checkpoint_kind(preset)
-        if kind is not None:
-            return load_foreign_checkpoint(preset, kind, load_weights, **kwargs)
-        folder = None
-        if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
-            folder = os.fspath(preset)
-            # A damaged file is named, not met deep inside the loader.
-            check_preset_files(folder)
-        if kwargs.get("dtype") is None:
-            kwargs["dtype"] = saved_mixed_policy(preset)
-        if folder is None or not load_weights:
-            return super().from_preset(
-                preset, load_weights=load_weights, **kwargs
-            )
-        weights = os.path.join(folder, PRESET_WEIGHTS_FILES[0])
-        try:
-            lm = super().from_preset(preset, load_weights=True, **kwargs)
-        except ValueError as error:
-            reason = " ".join(str(error).split())[:160]
-            raise DamagedFileError(
-                weights,
-                "holds the weights of another configuration than the "
-                f"model of task.json ({reason}). Put back the weights "
-                "saved with it.",
-            ) from None
-        owner = "the model of task.json"
-        check_weights_fit(weights, lm.backbone.weights, owner)
-        task = os.path.join(folder, PRESET_WEIGHTS_FILES[1])
-        if os.path.exists(task):
-            backbone = {id(v) for v in lm.backbone.weights}
-            own = [v for v in lm.weights if id(v) not in backbone]
-            check_weights_fit(task, own, owner, exact=False)
-        return lm
+        return causal_lm_saving.load_preset(
+            super().from_preset, preset, load_weights, **kwargs
+        )
 
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
@@ -473,50 +358,26 @@ class TransformerXLCausalLM(
         """The compiled loss; with an adaptive softmax and the default loss,
         the per-cluster NLL of the hidden states that gave `y_pred`. NaN
         when traced token ids or targets lie outside the vocabulary."""
-        reconstruction = self.__dict__.pop("_reconstruction_loss", None)
-        if reconstruction is not None:
-            self.reconstruction_tracker.update_state(reconstruction)
-        loss = self._compiled_loss(x, y, y_pred, sample_weight, training)
-        ok = None
-        for name, ids in (("x", x), ("y", y)):
-            if ids is None or isinstance(ids, dict) or len(ids.shape) != 2:
-                continue
-            if is_concrete(ids):  # eager steps (torch): a clear error now
-                check_token_ids(ids, self.backbone.vocabulary_size, name)
-                continue
-            # Out-of-range targets would score 0 (JAX) or zeros (TF GPU),
-            # and out-of-range ids were looked up as id 0 by `call`.
-            in_range = ops.all(
-                in_vocabulary(ids, self.backbone.vocabulary_size)
+        step = self._step_outputs.take()
+        if "reconstruction_loss" in step:
+            self.reconstruction_tracker.update_state(
+                step["reconstruction_loss"]
             )
-            ok = in_range if ok is None else ops.logical_and(ok, in_range)
-        if ok is None:
-            return loss
-        return ops.where(ok, loss, float("nan"))
-
-    def _compiled_loss(self, x, y, y_pred, sample_weight, training):
-        kept = self.__dict__.pop("_adaptive_outputs", None)
-        loss = self.loss
         if (
-            kept is None
-            or kept[0] is not y_pred
-            or y is None
-            or not isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
-            or not loss.from_logits
-            or loss.ignore_class is not None
+            "hidden_states" in step
+            and step["logits"] is y_pred
+            and causal_lm_loss.trains_on_clusters(self.loss, y)
         ):
-            return super().compute_loss(
+            loss = causal_lm_loss.cluster_loss(
+                self, step["hidden_states"], y, sample_weight
+            )
+        else:
+            loss = super().compute_loss(
                 x, y, y_pred, sample_weight, training=training
             )
-        nll = self.adaptive_softmax(kept[1], y)  # (batch, T)
-        # The reduction (sample weights, masks, distribution) of the
-        # compiled loss, applied to the NLL.
-        total = _PerTokenLoss(reduction=loss.reduction, name="nll")(
-            y, nll, sample_weight
+        return causal_lm_loss.nan_out_of_vocabulary(
+            loss, x, y, self.backbone.vocabulary_size
         )
-        for extra in self.losses:
-            total = total + self._aggregate_additional_loss(extra)
-        return total
 
     def call_with_memory(self, token_ids, memory=None, training=False):
         """Runs one segment with an explicit memory.
@@ -622,60 +483,6 @@ class TransformerXLCausalLM(
             memory_start=memory_start,
         )
 
-    def enable_lora(self, rank, target_layer_names=None):
-        """`backbone.enable_lora` (see there for the targets), and the
-        output layer frozen too: only the LoRA kernels train."""
-        self.backbone.enable_lora(rank, target_layer_names)
-        self._freeze_all_but_lora()
-
-    def save_lora_weights(self, filepath):
-        """`backbone.save_lora_weights`: the LoRA kernels, all that trains
-        after `enable_lora`."""
-        self.backbone.save_lora_weights(filepath)
-
-    def load_lora_weights(self, filepath):
-        """`backbone.load_lora_weights`, the output layer frozen."""
-        self.backbone.load_lora_weights(filepath)
-        self._freeze_all_but_lora()
-
-    def _freeze_all_but_lora(self):
-        # Built first: the output layer's weights are made in `build`.
-        if not self.built:
-            self.build()
-        lora.freeze_all_but_lora(self)
-
-    def export(
-        self,
-        filepath,
-        format="tf_saved_model",
-        verbose=None,
-        input_signature=None,
-        **kwargs,
-    ):
-        """Keras's `Model.export`, serving the explicit memory: a
-        TensorFlow SavedModel whose `serving_default(token_ids, memory,
-        valid_length)` returns the logits and the next memory, and
-        `initial_memory(batch_size)`; nothing is carried from one call to
-        the next. This is `keras_txl.export.export_saved_model` (see it
-        for the signatures; it runs from any backend); `kwargs` are its
-        `batch_size`, `segment_length`, `memory_length` and `overwrite`.
-        Keras's own export would trace the carried memory's path, whose
-        serving function keeps a state between calls; other formats and
-        an `input_signature` are refused."""
-        if format != "tf_saved_model" or input_signature is not None:
-            raise ValueError(
-                "TransformerXLCausalLM.export writes a SavedModel with the "
-                'memory as input and output (format="tf_saved_model", no '
-                f"input_signature); received format={format!r}"
-                + ("" if input_signature is None else ", an input_signature")
-                + ". For another format, export from "
-                "`keras_txl.export.export_saved_model`'s SavedModel."
-            )
-        export_saved_model = saved_model_exporter()
-        return export_saved_model(
-            self, filepath, verbose=bool(verbose), **kwargs
-        )
-
     def compile(
         self,
         optimizer="auto",
@@ -721,22 +528,6 @@ class TransformerXLCausalLM(
         # for (see `make_generate_function`).
         self._generate_with_xla = kwargs.get("jit_compile", "auto") is not False
 
-    def compile_from_config(self, config):
-        """Compiles a loaded model as it was saved (optimizer, loss,
-        metrics), so that `keras.saving.load_model` also restores the
-        optimizer's state. Keras skips this for models whose `compile` is
-        overridden, as `keras_hub` tasks' is."""
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    def _carried_memory_arguments(self, method, args, kwargs):
-        if getattr(self.backbone, "_lora_enabled_layers", []):
-            # `backbone.enable_lora` leaves the output layer trainable.
-            self._freeze_all_but_lora()
-        return super()._carried_memory_arguments(method, args, kwargs)
-
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -756,10 +547,3 @@ class TransformerXLCausalLM(
         # Saved before `cluster_order` existed: the order of that time.
         config.setdefault("cluster_order", "pytorch")
         return super().from_config(config)
-
-
-class _PerTokenLoss(keras.losses.Loss):
-    """Reduces per-token losses given as `y_pred` like a compiled loss."""
-
-    def call(self, y_true, y_pred):
-        return y_pred

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.models.transformer_xl_backbone import check_memory_start
+from keras_txl.models.backbone_memory import check_memory_start
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import is_concrete
 
@@ -141,9 +141,10 @@ class TransformerXLGeneration:
             # No end token (e.g. the character tokenizer): never stop.
             stop_token_ids = None if end is None else (end,)
         if preprocessor is not None and isinstance(inputs, dict):
-            # Token ids already: keras-hub would tokenize them again. The
-            # attribute is swapped under the tracker, which keeps the layer.
-            object.__setattr__(self, "_preprocessor", None)
+            # Token ids already: keras-hub would tokenize them again. Its
+            # documented way to skip the preprocessing is
+            # `task.preprocessor = None` (the tracker keeps the layer).
+            self.preprocessor = None
             try:
                 return self.generate(
                     inputs,
@@ -155,7 +156,7 @@ class TransformerXLGeneration:
                     memory_start=memory_start,
                 )
             finally:
-                object.__setattr__(self, "_preprocessor", preprocessor)
+                self.preprocessor = preprocessor
         if options != getattr(self, "_generate_options", (None, None, "empty")):
             # The lengths are read when the generate function is traced.
             self._generate_options = options

@@ -262,8 +262,7 @@ def _check_settings(method, learning_rate, decay, calibration_ids, epsilon):
 def _stepper(model):
     """The `_Stepper` of `model`, made once: its compiled functions serve
     every later call (another learning rate too). Kept on the model as a
-    plain attribute (untracked by Keras, like `_adaptive_outputs`), so it
-    goes with the model."""
+    plain attribute (untracked by Keras), so it goes with the model."""
     stepper = model.__dict__.get("_dynamic_evaluation_stepper")
     if stepper is None:
         stepper = _Stepper(model)

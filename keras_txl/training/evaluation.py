@@ -93,10 +93,8 @@ def evaluation_model(lm, clamp_length=None, same_length=None):
     Returns:
         A `TransformerXLCausalLM` (`lm` itself if nothing changes).
     """
-    import keras
-
     from keras_txl.layers.relative_multi_head_attention import check_same_length
-    from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+    from keras_txl.models.evaluation_copy import evaluation_copy
 
     backbone = lm.backbone
     changes = {}
@@ -110,18 +108,7 @@ def evaluation_model(lm, clamp_length=None, same_length=None):
             changes["same_length"] = same_length
     if not changes:
         return lm
-    if not lm.built:
-        lm.build()
-    config = lm.get_config()
-    config["backbone"] = keras.saving.serialize_keras_object(
-        type(backbone).from_config({**backbone.get_config(), **changes})
-    )
-    config["preprocessor"] = None
-    copy = TransformerXLCausalLM.from_config(config)
-    copy.build()
-    for target, source in zip(copy.trainable_weights, lm.trainable_weights):
-        target.assign(keras.ops.convert_to_numpy(source))
-    return copy
+    return evaluation_copy(lm, name=lm.name, **changes)
 
 
 def evaluate_segments(

@@ -1,0 +1,94 @@
+"""The one way to make a copy of a `TransformerXLCausalLM` for evaluation:
+another carried memory length, other evaluation settings of the backbone,
+or both.
+
+`TransformerXLCausalLM.with_memory_length`,
+`keras_txl.training.evaluation.evaluation_model` and
+`keras_txl.ablation.evaluation_copy` all call `evaluation_copy`.
+"""
+
+import keras
+
+from keras_txl.utils.validation import check_optional_positive_int
+
+
+def evaluation_copy(lm, memory_length=None, name=None, **backbone_changes):
+    """A model with the weights of `lm`, for evaluation.
+
+    Without `backbone_changes` the copy shares `lm`'s backbone and output
+    layer (the same variables: a change of the weights of one shows in the
+    other). With them (e.g. `same_length=True`, `clamp_length=None`: the
+    evaluation settings that a backbone fixes when it is built) the copy
+    has a new backbone of `lm`'s config with those changes, and its own
+    variables, which hold a copy of `lm`'s weights (a copy, not the same
+    buffers: JAX's `predict` may donate the buffers it reads).
+
+    Either way the copy has its own carried memory, empty, whose batch
+    size is set by its first batch, keeps `lm`'s preprocessor, and is
+    compiled with the default loss and metrics if `lm` is compiled.
+
+    Args:
+        lm: a `TransformerXLCausalLM`.
+        memory_length: int >= 0 or `None` (`lm.memory_length`). Length of
+            the carried memory.
+        name: the copy's name; `None` for `"{lm.name}_copy"`.
+        **backbone_changes: backbone arguments to change.
+
+    Returns:
+        A `TransformerXLCausalLM`.
+    """
+    if memory_length is None:
+        memory_length = lm.memory_length
+    memory_length = check_optional_positive_int(
+        "memory_length", memory_length, allow_zero=True
+    )
+    if not lm.built:
+        lm.build()
+    backbone = lm.backbone
+    if backbone_changes:
+        config = {**backbone.get_config(), **backbone_changes}
+        backbone = type(backbone).from_config(config)
+    adaptive = lm.adaptive_softmax is not None
+    copy = type(lm)(
+        backbone,
+        tie_weights=lm.tie_weights,
+        memory_length=memory_length,
+        tie_projections=lm.tie_projections if adaptive else None,
+        tail_capacity=lm.tail_capacity if adaptive else None,
+        cluster_order=lm.cluster_order,
+        preprocessor=lm.preprocessor,
+        name=f"{lm.name}_copy" if name is None else name,
+    )
+    if backbone_changes:
+        _copy_weights(lm, copy)
+    else:
+        _share_output_layer(lm, copy)
+    if lm.compiled:
+        copy.compile()
+    return copy
+
+
+def _share_output_layer(lm, copy):
+    """Gives `copy` (on `lm`'s backbone) `lm`'s output variables."""
+    if lm.adaptive_softmax is not None:
+        # The unbuilt softmax of the constructor leaves the model.
+        copy._tracker.untrack(copy.adaptive_softmax)
+        copy.adaptive_softmax = lm.adaptive_softmax
+    else:
+        copy.output_bias = lm.output_bias
+        if not lm.tie_weights:
+            copy.output_kernel = lm.output_kernel
+    copy.built = True
+
+
+def _copy_weights(lm, copy):
+    """Builds `copy` and assigns it the values of `lm`'s weights."""
+    copy.build()
+    if len(copy.trainable_weights) != len(lm.trainable_weights):
+        raise ValueError(
+            "The evaluation copy does not have the weights of the model "
+            f"({len(copy.trainable_weights)} vs "
+            f"{len(lm.trainable_weights)})."
+        )
+    for target, source in zip(copy.trainable_weights, lm.trainable_weights):
+        target.assign(keras.ops.convert_to_numpy(source))
