@@ -488,6 +488,13 @@ class TransformerXLBackbone(
         the batch axis of the carried memory. An adaptive embedding and
         softmax stay whole.
 
+        Each split size must be a multiple of its mesh axis's size: the
+        vocabulary, `num_heads` and `intermediate_dim` of the model axis,
+        `hidden_dim` of the data axis (JAX refuses an uneven split with
+        an `IndivisibleError` when the weights are made). Pad the
+        vocabulary to a multiple, as `examples/distributed_training.py`
+        does.
+
         Example:
 
         ```python
