@@ -69,6 +69,10 @@ def parse_args(argv=None):
         args.preset = str(REPO / "tests" / "fixtures" / "hf_transfo_xl")
         args.max_chars, args.steps, args.segment_length = 8000, 10, 16
         args.batch_size, args.rank = 4, 4
+        # Ten steps at 1e-3 move the held-out perplexity of the tiny
+        # random checkpoint by about 0.01, under the printed precision;
+        # at 3e-2 by about 1.
+        args.learning_rate = 3e-2
     return args
 
 
