@@ -146,6 +146,14 @@ def _train_parser(subparsers):
         "length (default 200000; 0: the whole split, as `keras-txl "
         "evaluate` does)",
     )
+    parser.add_argument(
+        "--sample-tokens",
+        type=_integer(0),
+        default=200,
+        metavar="N",
+        help="tokens of the sample printed after training (default 200; "
+        "0: no sample)",
+    )
     parser.add_argument("--seed", type=_integer(0), default=0)
     parser.add_argument(
         "--strategy",

@@ -46,7 +46,6 @@ from keras_txl.training.training_interrupted import TrainingInterrupted
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 
-SAMPLE_TOKENS = 200  # tokens of the sample printed after training
 PROMPT_TOKENS = 40  # validation tokens that prompt the sample
 
 
@@ -531,8 +530,6 @@ def train(config, callbacks=(), log=print):
         `config.metrics_json`); only `steps` and `train_loss` when a
         callback stopped the run early.
     """
-    from keras_txl import data
-
     started = time.perf_counter()
     run = fit_language_model(config, callbacks, log)
     history = run["history"]
@@ -584,21 +581,9 @@ def train(config, callbacks=(), log=print):
         length,
         config.memory_length,
     )
-    prompt_ids = (
-        corpus.valid[:PROMPT_TOKENS]
-        if len(corpus.valid)
-        else (corpus.train[:PROMPT_TOKENS])
-    )
-    prompt = data.decode(tokenizer, prompt_ids)
-    sample = generate_text(
-        lm,
-        tokenizer,
-        prompt,
-        max_length=len(data.encode(tokenizer, prompt)) + SAMPLE_TOKENS,
-        sampler=make_sampler("top_k", seed=config.seed),
-        memory_length=config.eval_memory_length or None,
-    )
-    log(f"Sample:\n{prompt}{sample}")
+    sample = _sample(lm, tokenizer, corpus, config)
+    if sample is not None:
+        log(f"Sample:\n{sample}")
     metrics = {
         "steps": config.steps,
         "train_loss": history.losses,
@@ -619,7 +604,7 @@ def train(config, callbacks=(), log=print):
         "resolved_jit_compile": bool(lm.jit_compile),
         "steps_per_execution": config.steps_per_execution,
         "validation_during_training": run["validation"],
-        "sample": prompt + sample,
+        "sample": sample,
         "config": run_config,
     }
     write_metrics(metrics, output, config.metrics_json)
@@ -629,6 +614,30 @@ def train(config, callbacks=(), log=print):
         f"'{config.output}'))."
     )
     return metrics
+
+
+def _sample(lm, tokenizer, corpus, config):
+    """The text after training: `config.sample_tokens` tokens that
+    continue the first validation tokens (`None` for 0 tokens)."""
+    from keras_txl import data
+
+    if not config.sample_tokens:
+        return None
+    prompt_ids = (
+        corpus.valid[:PROMPT_TOKENS]
+        if len(corpus.valid)
+        else (corpus.train[:PROMPT_TOKENS])
+    )
+    prompt = data.decode(tokenizer, prompt_ids)
+    sample = generate_text(
+        lm,
+        tokenizer,
+        prompt,
+        max_length=len(data.encode(tokenizer, prompt)) + config.sample_tokens,
+        sampler=make_sampler("top_k", seed=config.seed),
+        memory_length=config.eval_memory_length or None,
+    )
+    return prompt + sample
 
 
 __all__ = [

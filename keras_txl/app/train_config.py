@@ -23,6 +23,7 @@ RUN_FIELDS = (
     "metrics_json",
     "verbose",
     "valid_tokens",  # how much is evaluated, not what is trained
+    "sample_tokens",
     "tpu",  # where the run is, not what it is: may change on resume
     "tensorboard",
 )
@@ -61,6 +62,8 @@ class TrainConfig:
             out for validation, from its end.
         valid_tokens: validation tokens evaluated after training (the
             first ones of the split); 0: the whole split.
+        sample_tokens: tokens of the sample generated and printed after
+            training (a compiled generation: seconds on a CPU); 0: none.
         seed: int. Seed of the initialization and of dropout.
         output: folder of the model, tokenizer, checkpoint and pictures.
         resume, overwrite: what to do when `output` holds a run.
@@ -103,6 +106,7 @@ class TrainConfig:
     steps_per_epoch: int = 100
     valid_fraction: float = 0.1
     valid_tokens: int = 200_000
+    sample_tokens: int = 200
     seed: int = 0
     output: str = os.path.join("runs", "keras-txl")
     resume: bool = False
@@ -160,6 +164,7 @@ class TrainConfig:
             _check_int(name, getattr(self, name), lowest=0)
         _check_int("seed", self.seed, lowest=0)
         _check_int("valid_tokens", self.valid_tokens, lowest=0)
+        _check_int("sample_tokens", self.sample_tokens, lowest=0)
         if self.warmup_steps >= self.steps:
             raise ConfigError(
                 f"--warmup-steps ({self.warmup_steps}) must be below --steps "

@@ -107,6 +107,7 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     assert "Epoch 2/2" in result.stdout  # Keras progress
     assert "with memory (16)" in result.stdout
     assert "Sample:" in result.stdout
+    assert metrics["sample"] in result.stdout  # prompt and continuation
     for name in (
         # A keras-hub preset of the model and its tokenizer ...
         "config.json",
@@ -306,7 +307,7 @@ def cli(name, *extra):
                 metrics=metrics, exists=os.path.exists(output))
 
 
-report["train"] = cli("run")
+report["train"] = cli("run", "--sample-tokens", "0")
 report["odd"] = cli("odd", "--batch-size", "3")
 
 
@@ -389,6 +390,7 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
         in run["out"]
     )
     metrics = run["metrics"]
+    assert metrics["sample"] is None and "Sample:" not in run["out"]
     assert metrics["config"]["strategy"] == strategy
     assert metrics["config"]["num_devices"] == 2
     single = np.array(tiny_run[3]["train_loss"])

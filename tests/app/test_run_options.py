@@ -40,6 +40,7 @@ def _config(tmp_path, name="run", **kwargs):
         dropout=0.0,
         seed=3,
         verbose=0,
+        sample_tokens=0,
         output=str(tmp_path / name),
     )
     values.update(kwargs)

@@ -35,6 +35,7 @@ RUN = dict(
     dropout=0.1,  # the dropout's random state must resume too
     seed=5,
     valid_tokens=32,
+    sample_tokens=0,  # the sample is test_cli's
 )
 
 # `keras-txl train ARGS`, which stops at the end of step N (argv[1]) until
