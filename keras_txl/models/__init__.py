@@ -5,7 +5,7 @@ the causal LM and the memory it carries between the batches of `fit`,
 from keras_txl.models.compressive_transformer_xl_backbone import (
     CompressiveTransformerXLBackbone,
 )
-from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.models.memory_reset import MemoryReset  # noqa: F401
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
@@ -14,9 +14,11 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
 )
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 
+# `MemoryReset` is public from `keras_txl.training` (a callback of `fit`,
+# beside the other callbacks); the import above keeps the old path
+# `keras_txl.models.MemoryReset` working.
 __all__ = [
     "CompressiveTransformerXLBackbone",
-    "MemoryReset",
     "MemoryState",
     "TransformerXLBackbone",
     "TransformerXLCausalLM",

@@ -68,7 +68,7 @@ class BackboneMemory:
         return self._zero_memory(batch_size, memory_length, start)
 
     def _zero_memory(self, batch_size, memory_length, start, **lengths):
-        """`initial_memory`, checked; `lengths`: those of other memories
+        """`initial_memory`, checked; `lengths`: the compressed memory's
         (`MemorySpec.zeros`'s), already checked."""
         batch_size = check_positive_int("batch_size", batch_size)
         if memory_length is None:

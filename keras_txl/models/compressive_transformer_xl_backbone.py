@@ -96,7 +96,7 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
             dtype=dtype,
         )
 
-    def _build_other_memory(self, dtype):
+    def _build_compressed_memory(self, dtype):
         self.compressive_memory = CompressiveMemory(
             compression_rate=self.compression_rate,
             compression=self.compression,
@@ -106,7 +106,7 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
         )
         self.compressive_memory.use_attention_of(self.transformer_layers)
 
-    def _extend_read_memory(self, inputs, memory, valid_length):
+    def _prepend_compressed_memory(self, inputs, memory, valid_length):
         # Both memories keep their valid slots last and the compressed one
         # fills only once the memory is full: the concatenation is again
         # "valid slots last".
@@ -118,7 +118,7 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
         )  # (batch,)
         return memory, valid_length
 
-    def _write_other_memory(self, inputs, new_states):
+    def _write_compressed_memory(self, inputs, new_states):
         compressed, compressed_valid, loss = self.compressive_memory(
             inputs["memory"],
             inputs["valid_length"],

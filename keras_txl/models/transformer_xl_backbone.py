@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import keras
 import keras_hub
@@ -26,6 +27,7 @@ from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
+from keras_txl.utils.validation import renamed_argument
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -108,7 +110,7 @@ class TransformerXLBackbone(
         memory_dtype: `None` (default) or a float dtype. The dtype of the
             memory (inputs, outputs, the state carried by `fit`,
             checkpoints, SavedModel signatures). `None`: the compute dtype
-            of `dtype`, so under `"mixed_bfloat16"` the cache takes half
+            of `dtype`, so under `"mixed_bfloat16"` the memory takes half
             the bytes; that loses nothing, since the states stored are
             layer outputs already computed in that dtype. `"float32"`
             keeps the layer inputs of a mixed model's memory in float32
@@ -189,9 +191,10 @@ class TransformerXLBackbone(
         )
         check_float_policy("dtype", dtype)
         # The memory's dtype: `memory_dtype`, else the compute dtype (the
-        # caches then take the model's policy, as every sublayer does).
+        # layers that write the memory then take the model's policy, as
+        # every sublayer does).
         states_dtype = check_memory_dtype(memory_dtype, dtype)
-        cache_dtype = dtype if memory_dtype is None else states_dtype
+        memory_layers_dtype = dtype if memory_dtype is None else states_dtype
         initializer = keras.initializers.RandomNormal(stddev=initializer_range)
 
         # === Layers ===
@@ -247,8 +250,8 @@ class TransformerXLBackbone(
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=dtype, name="output_dropout"
         )
-        self.memory_cache = self._make_memory_cache(cache_dtype)
-        self._build_other_memory(cache_dtype)
+        self.memory_cache = self._make_memory_cache(memory_layers_dtype)
+        self._build_compressed_memory(memory_layers_dtype)
 
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -302,7 +305,7 @@ class TransformerXLBackbone(
         memory = inputs["memory"]  # (batch, L, M, hidden)
         valid_length = inputs["valid_length"]  # (batch,)
         read_memory = self._read_memory(memory)  # (batch, L, M, hidden)
-        read_memory, read_valid_length = self._extend_read_memory(
+        read_memory, read_valid_length = self._prepend_compressed_memory(
             inputs, read_memory, valid_length
         )  # (batch, L, K - T, hidden), (batch,)
         x = self._embed_tokens(inputs["token_ids"])  # (batch, T, hidden)
@@ -330,22 +333,39 @@ class TransformerXLBackbone(
             "sequence_output": self.output_dropout(x),
             "memory": new_memory,
             "valid_length": new_valid_length,
-            **self._write_other_memory(inputs, new_states),
+            **self._write_compressed_memory(inputs, new_states),
         }
 
     # === Hooks of the variants ===
     # `keras_txl.ablation.AblationTransformerXLBackbone` overrides the first
     # four (the ablations' positions and gradients), and
-    # `CompressiveTransformerXLBackbone` the last four (a second memory).
-    # `__init__` calls them while it builds the graph: an override reads
-    # only what the subclass set before calling `super().__init__`.
+    # `CompressiveTransformerXLBackbone` the last four (its compressed
+    # memory). `__init__` calls them while it builds the graph: an
+    # override reads only what the subclass set before calling
+    # `super().__init__`. The compressed memory's three hooks were once
+    # named after "other" memories; a subclass that overrides an old name
+    # still works (`__init_subclass__`, below).
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for old, new in RENAMED_HOOKS.items():
+            if old in cls.__dict__ and new not in cls.__dict__:
+                warnings.warn(
+                    f"`{cls.__name__}.{old}` overrides a hook of "
+                    f"`TransformerXLBackbone` renamed `{new}`: rename the "
+                    "method (the old name will stop working).",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                setattr(cls, new, cls.__dict__[old])
 
     def _make_block(self, **kwargs):
         """Layer `i`'s block, from `TransformerXLBlock`'s arguments."""
         return TransformerXLBlock(**kwargs)
 
     def _make_memory_cache(self, dtype):
-        """The FIFO memory of the states of each layer."""
+        """The layer that writes the memory: the last `M` states at every
+        layer's input, first in, first out (`MemoryCache`)."""
         return MemoryCache(dtype=dtype, name="memory_cache")
 
     def _read_memory(self, memory):
@@ -364,21 +384,25 @@ class TransformerXLBackbone(
         """The `MemorySpec` of the inputs and outputs."""
         return MemorySpec(num_layers, hidden_dim, memory_length, dtype=dtype)
 
-    def _build_other_memory(self, dtype):
-        """Builds the layers of other memories (after the blocks)."""
+    def _build_compressed_memory(self, dtype):
+        """Builds the layers that write a compressed memory (after the
+        blocks); the paper's model has none."""
 
-    def _extend_read_memory(self, inputs, memory, valid_length):
-        """What every layer attends to besides its segment: the memory,
-        `(batch, L, M, hidden)`, with its `valid_length` `(batch,)`."""
+    def _prepend_compressed_memory(self, inputs, memory, valid_length):
+        """What every layer attends to besides its segment: the memory
+        states `(batch, L, M, hidden)` with their `valid_length`
+        `(batch,)`, after the compressed memory of `inputs` if any."""
         return memory, valid_length
 
-    def _write_other_memory(self, inputs, new_states):
-        """Outputs of other memories, given the states of the segment
-        `(batch, L, T, hidden)` (the memory of `inputs` is the one read)."""
+    def _write_compressed_memory(self, inputs, new_states):
+        """The compressed memory's outputs (`"compressed_memory"`,
+        `"compressed_valid_length"`, ...), given the states of the segment
+        `(batch, L, T, hidden)` (the memory of `inputs` is the one read);
+        none for the paper's model."""
         return {}
 
     # Whether `call_with_key_value_cache` computes what the graph computes.
-    # The variants (other positions, a second memory) generate through
+    # The variants (other positions, a compressed memory) generate through
     # their graph.
     _generates_from_key_values = True
 
@@ -420,34 +444,42 @@ class TransformerXLBackbone(
             block.position_keys(position) for block in self.transformer_layers
         ]
 
-    def call_with_key_value_cache(self, token_ids, cache, position_keys=None):
-        """Runs one segment in inference mode from a `key_value_cache`.
+    def call_with_key_value_cache(
+        self, token_ids, key_value_cache=None, position_keys=None, **kwargs
+    ):
+        """Runs one segment in inference mode from a key/value cache.
 
-        The same outputs as `call_with_memory` on the memory the cache was
-        made from (to float rounding), at the cost of the segment alone:
-        generation's one-token steps then do not project the `M` memory
-        states of every layer again.
+        The same outputs as `call_with_memory` on the memory the key/value
+        cache was made from (to float rounding), at the cost of the segment
+        alone: generation's one-token steps then do not project the `M`
+        memory states of every layer again.
 
         Args:
             token_ids: int tensor `(batch, T)`.
-            cache: dict from `key_value_cache()` or the previous call.
+            key_value_cache: dict from `key_value_cache()` or the previous
+                call (the old keyword `cache=` is accepted too).
             position_keys: optional list from `position_keys(T, M)`, for
                 calls that share them; `None` computes them.
 
         Returns:
-            A tuple `(sequence_output, new_cache)`: `(batch, T, hidden)`
-            and the cache of the next segment (the last `M` keys and values
-            of each layer).
+            A tuple `(sequence_output, new_key_value_cache)`: `(batch, T,
+            hidden)` and the key/value cache of the next segment (the last
+            `M` keys and values of each layer).
         """
-        valid_length = ops.cast(cache["valid_length"], "int32")  # (batch,)
-        memory_length = ops.shape(cache["key_values"][0])[1]
+        key_value_cache = renamed_argument(
+            "key_value_cache", key_value_cache, "cache", kwargs
+        )
+        valid_length = ops.cast(
+            key_value_cache["valid_length"], "int32"
+        )  # (batch,)
+        memory_length = ops.shape(key_value_cache["key_values"][0])[1]
         segment_length = ops.shape(token_ids)[1]
         x = self._embed_tokens(token_ids)  # (batch, T, hidden)
         if position_keys is None:
             position_keys = self.position_keys(segment_length, memory_length)
         new_key_values = []
         for i, block in enumerate(self.transformer_layers):
-            memory = cache["key_values"][i]  # (batch, M, 2 * heads * hd)
+            memory = key_value_cache["key_values"][i]  # (b, M, 2 * h * hd)
             key_values = ops.concatenate(
                 [ops.cast(memory, x.dtype), block.key_values(x)], axis=1
             )  # (batch, M + T, 2 * heads * head_dim)
@@ -642,6 +674,12 @@ ABLATION_ARGUMENTS = {
     "position_encoding": "relative",
     "max_relative_distance": None,
     "stop_memory_gradient": True,
+}
+# Old names of the compressed memory's hooks: new names.
+RENAMED_HOOKS = {
+    "_build_other_memory": "_build_compressed_memory",
+    "_extend_read_memory": "_prepend_compressed_memory",
+    "_write_other_memory": "_write_compressed_memory",
 }
 COMPRESSIVE_ARGUMENTS = (
     "compressed_memory_length",

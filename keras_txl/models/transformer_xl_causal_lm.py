@@ -58,7 +58,7 @@ class TransformerXLCausalLM(
 
     With a `CompressiveTransformerXLBackbone` the memory
     dicts also hold `"compressed_memory"` and `"compressed_valid_length"`,
-    the carried state holds the compressed memory too, and `fit` and
+    the carried memory holds the compressed memory too, and `fit` and
     `evaluate` report the attention-reconstruction loss as the metric
     `"reconstruction_loss"` (it enters the training loss only for
     `compression="conv"`, weighted by the backbone's

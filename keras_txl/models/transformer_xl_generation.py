@@ -6,7 +6,8 @@ runs the loop, and `generate_step` (compiled) runs the prompt in segments
 through the backbone's graph, then the prompt's tail and every new token
 on the memory's keys and values (`TransformerXLBackbone.key_value_cache`),
 one token a step, with keras-hub's sampler. Nothing here assigns a
-variable: the memory is the sampler's `cache`.
+variable: the key/value cache (or a variant's memory) is the loop state
+that keras-hub's sampler calls `cache`.
 """
 
 import keras
@@ -296,9 +297,9 @@ class TransformerXLGeneration:
             # The same for every new token: one token after the memory.
             position_keys = backbone.position_keys(1, memory_length)
 
-            def step(token, cache):
+            def step(token, key_value_cache):
                 return backbone.call_with_key_value_cache(
-                    token, cache, position_keys
+                    token, key_value_cache, position_keys
                 )
 
             tail = [(8, backbone.call_with_key_value_cache), (1, step)]
@@ -313,7 +314,9 @@ class TransformerXLGeneration:
             )
 
         def next_logits(prompt, cache, index):
-            # One step of length 1: the token before `index`.
+            # One step of length 1: the token before `index`. `cache` is
+            # the sampler's loop state: the key/value cache (or, for the
+            # variants, the memory).
             token = ops.slice(
                 prompt, [0, index - 1], [ops.shape(prompt)[0], 1]
             )  # (batch, 1)
