@@ -1,11 +1,12 @@
 """Bytes that one replica needs to train a Transformer-XL.
 
-The counts follow the complexity of Dai et al. (2019): the memory (cache)
-grows as `O(M d L)`, the activations kept for the backward pass as
-`O(T d L)`, the attention maps as `O(T (T + M))` per head and layer; to
-these come the parameters, their gradients and the optimizer's state. All
-sizes are per replica: the batch is split between replicas, the weights and
-the optimizer state are copied on each (data parallelism).
+The counts follow the complexity of Dai et al. (2019): the memory (`M`
+hidden states per layer) grows as `O(M d L)`, the activations kept for
+the backward pass as `O(T d L)`, the attention maps as `O(T (T + M))` per
+head and layer; to these come the parameters, their gradients and the
+optimizer's state. All sizes are per replica: the batch is split between
+replicas, the weights and the optimizer state are copied on each (data
+parallelism).
 """
 
 import math
@@ -190,7 +191,7 @@ def memory_budget(
     act, var = _POLICIES[dtype]
     # The memory is kept in the compute dtype unless `memory_dtype` is set.
     memory_dtype = c["memory_dtype"]
-    cache = (
+    memory_bytes = (
         act
         if memory_dtype is None
         else _BYTES[check_memory_dtype(memory_dtype)]
@@ -223,7 +224,7 @@ def memory_budget(
         "parameters": count * var,
         "gradients": count * var,
         "optimizer": count * var * _OPTIMIZER_SLOTS[optimizer],
-        "memory_cache": 2 * b * layers * m * d * cache,
+        "memory_cache": 2 * b * layers * m * d * memory_bytes,
         "activations": activations,
         "attention": attention,
         # Logits, their log-softmax and its gradient, float32.
