@@ -127,8 +127,8 @@ def guard_batch_size(dataset, batch_size):
 
     message = (
         f"A batch of another size than {batch_size}, the batch size of the "
-        "memory carried between batches: ordered-segment data needs one "
-        "batch size; drop the remainder (`drop_remainder=True`)."
+        "carried memory (kept between batches): ordered-segment data needs "
+        "one batch size; drop the remainder (`drop_remainder=True`)."
     )
 
     def check(*element):
@@ -172,10 +172,10 @@ def _infer_batch_size(x, batch_size):
         if rows > size and rows % size:
             raise ValueError(
                 f"{rows} rows do not split into batches of {size}: the last "
-                f"batch would have {rows % size} rows, but the memory carried "
-                "between batches needs one batch size (the batch axis is the "
-                "streams of text). Pass `batch_size` dividing the number of "
-                "rows, or build the data with "
+                f"batch would have {rows % size} rows, but the carried "
+                "memory (kept between batches) needs one batch size (the "
+                "batch axis is the streams of text). Pass `batch_size` "
+                "dividing the number of rows, or build the data with "
                 "`keras_txl.data.segment_dataset`."
             )
         return min(size, rows)

@@ -97,7 +97,7 @@ class MemoryState(keras.layers.Layer):
             batch_size = batch_size[0]
         if self.has_state and batch_size not in (None, self.batch_size):
             raise ValueError(
-                "The memory carried between batches already exists for "
+                "The carried memory (kept between batches) already exists for "
                 f"batch size {self.batch_size}; it cannot be rebuilt for "
                 f"batch_size={batch_size}. Build the model for the batch "
                 "size of your data once (a new model, or "
@@ -155,8 +155,8 @@ class MemoryState(keras.layers.Layer):
         shards = mesh.shape[mesh.axis_names.index(distribution.batch_dim_name)]
         if shape[0] % shards:
             raise ValueError(
-                f"The memory carried between batches has {shape[0]} rows "
-                f"(the global batch size), which the {shards} devices of "
+                f"The carried memory (kept between batches) has {shape[0]} "
+                f"rows (the global batch size), which the {shards} devices of "
                 f"the mesh axis '{distribution.batch_dim_name}' cannot "
                 "share evenly. Use a global batch size that is a multiple "
                 f"of {shards}."
@@ -168,7 +168,8 @@ class MemoryState(keras.layers.Layer):
         (if not `None`) is its batch size."""
         if not self.has_state:
             raise ValueError(
-                "The memory carried between batches has no batch size yet. "
+                "The carried memory (kept between batches) has no batch size "
+                "yet. "
                 "A model that carries memory from batch to batch needs a "
                 "fixed batch size: feed batches of a static shape (for "
                 "example `keras_txl.data.segment_dataset`, which drops the "
@@ -184,8 +185,8 @@ class MemoryState(keras.layers.Layer):
     def batch_size_message(self):
         """What a batch of another size than the state's is told."""
         return (
-            "The memory carried between batches was built for batch size "
-            f"{self.batch_size}: every batch must have {self.batch_size} "
+            "The carried memory (kept between batches) was built for batch "
+            f"size {self.batch_size}: every batch must have {self.batch_size} "
             "rows. An ordered-segment pipeline keeps the batch size fixed "
             "(the batch axis is the streams of text): drop the remainder "
             "(`drop_remainder=True`), or use `call_with_memory` with an "
@@ -216,7 +217,12 @@ class MemoryState(keras.layers.Layer):
             elif name in COMPRESSED_KEYS:
                 variable.assign(ops.zeros_like(variable.value))
             else:
-                raise KeyError(f"The memory dict lacks '{name}'.")
+                raise KeyError(
+                    f"The memory dict lacks '{name}': write a dict with the "
+                    f"keys {list(self.memory_spec.keys)}, as `read()` returns "
+                    "(the compressed memory's may be left out). Received the "
+                    f"keys {sorted(memory)}."
+                )
 
     def reset(self):
         """Forgets everything: the next segment starts with no context."""

@@ -123,7 +123,7 @@ class TransformerXLGeneration:
         if getattr(backbone, "compression_rate", 1) > 1:
             raise ValueError(
                 "`generate()` feeds one token at a time, and a compressive "
-                "memory compresses segments of a multiple of "
+                "backbone compresses segments of a multiple of "
                 f"`compression_rate` (={backbone.compression_rate}). Sample "
                 "with `call_with_memory` on such segments, or use a backbone "
                 "with compression_rate=1."

@@ -10,6 +10,7 @@ import pytest
 
 import keras_txl.models
 import keras_txl.training
+from keras_txl.models import MemoryState
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import RENAMED_HOOKS
 from keras_txl.utils.validation import renamed_argument
@@ -98,3 +99,10 @@ def test_design_notes_name_only_files_that_exist():
     missing = sorted(p for p in paths if not (REPO / p).is_file())
     assert len(paths) > 20
     assert not missing, f"docs/design.md names missing files: {missing}"
+
+
+def test_memory_state_write_names_the_keys_a_memory_dict_needs():
+    state = MemoryState(num_layers=1, memory_length=2, hidden_dim=3)
+    state.build(batch_size=1)
+    with pytest.raises(KeyError, match=r"\['memory', 'valid_length'\]"):
+        state.write({"memory": np.zeros((1, 1, 2, 3), "float32")})
