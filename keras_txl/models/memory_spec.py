@@ -27,11 +27,12 @@ LENGTH_KEYS = ("valid_length", "compressed_valid_length")
 class MemorySpec:
     """Which tensors a Transformer-XL memory holds, their shapes and dtypes.
 
-    A memory is a dict of tensors:
+    A memory is a dict of tensors (the words are docs/design.md's "Memory
+    vocabulary"):
 
-    - `"memory"`: `(batch, num_layers, memory_length, hidden_dim)` states,
-      of `dtype`. Entry `l` holds the INPUT of layer `l` at the last
-      `memory_length` positions, the most recent last.
+    - `"memory"`, the memory states: `(batch, num_layers, memory_length,
+      hidden_dim)`, of `dtype`. Entry `l` holds the INPUT of layer `l` at
+      the last `memory_length` positions, the most recent last.
     - `"valid_length"`: int32 `(batch,)`: how many of those slots (the
       last ones) hold states; 0 is an empty memory.
     - with `compressed_memory_length > 0` (a compressive backbone), also
