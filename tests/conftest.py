@@ -28,6 +28,22 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = _jax_cache
     atexit.register(shutil.rmtree, _jax_cache, ignore_errors=True)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# TensorFlow's XLA compiles (generation, `jit_compile=True` steps) too, in
+# a cache of its own kept on disk, which TensorFlow writes for GPUs and
+# TPUs only unless told: a new model's `generate()` in a second process,
+# 9.8 s -> 2.9 s of CPU (a tiny byte-level run).
+if "--tf_xla_persistent_cache_directory" not in os.environ.get(
+    "TF_XLA_FLAGS", ""
+):
+    _tf_cache = tempfile.mkdtemp(prefix="keras_txl_tf_xla_cache_")
+    os.environ["TF_XLA_FLAGS"] = " ".join(
+        [
+            os.environ.get("TF_XLA_FLAGS", ""),
+            f"--tf_xla_persistent_cache_directory={_tf_cache}",
+            "--tf_xla_persistent_cache_device_types=CPU,XLA_CPU",
+        ]
+    ).strip()
+    atexit.register(shutil.rmtree, _tf_cache, ignore_errors=True)
 
 import gc  # noqa: E402
 
