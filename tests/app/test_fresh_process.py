@@ -8,8 +8,9 @@ Per backend, the tiny runs of every tokenizer kind are built once
 generates text; every subcommand runs on its success path and on its
 documented errors (one line on stderr, a non-zero status, never a
 traceback; `ablate` and `recl`, whose success is tested in process on
-each backend, succeed in JAX children only); and the real `keras-txl` command prints only its own
-output, valid UTF-8 for any prompt of a byte-level run.
+each backend, succeed in JAX children only); and the real `keras-txl`
+command prints only its own output, valid UTF-8 for any prompt of a
+byte-level run.
 """
 
 import json
