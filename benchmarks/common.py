@@ -83,8 +83,9 @@ def training_flops_per_token(**preset):
     return 3 * forward_flops_per_token(**preset)
 
 
-def make_backbone(preset, dtype="float32", dropout=0.0):
-    """A `TransformerXLBackbone` of a preset's dimensions."""
+def make_backbone(preset, dtype="float32", dropout=0.0, **options):
+    """A `TransformerXLBackbone` of a preset's dimensions; `options` go to
+    its constructor (e.g. `clamp_length`, `same_length`)."""
     from keras_txl.models import TransformerXLBackbone
 
     return TransformerXLBackbone(
@@ -97,6 +98,7 @@ def make_backbone(preset, dtype="float32", dropout=0.0):
         memory_length=preset["memory_length"],
         dropout=dropout,
         dtype=dtype,
+        **options,
     )
 
 
