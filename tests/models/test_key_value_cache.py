@@ -31,8 +31,15 @@ TINY = dict(
 @pytest.mark.torch_ok
 @pytest.mark.parametrize(
     "options",
-    [{}, {"pre_norm": True}, {"cutoffs": [10, 20], "div_val": 2}],
-    ids=["post_norm", "pre_norm", "adaptive_embedding"],
+    [
+        {},
+        {"pre_norm": True},
+        {"cutoffs": [10, 20], "div_val": 2},
+        # The paper's evaluation flags (benchmarks/paper_eval.py runs
+        # segments of 128 from the cache with them).
+        {"same_length": True, "clamp_length": 3},
+    ],
+    ids=["post_norm", "pre_norm", "adaptive_embedding", "same_length_clamp"],
 )
 @pytest.mark.parametrize("segment_length", [1, 3])
 def test_cache_steps_equal_memory_steps(options, segment_length):
