@@ -416,6 +416,8 @@ def goals_table(results):
         by = best_cpu["backend"]
         if "dtype" in best_cpu:
             by += f" {best_cpu['dtype']} {_config(best_cpu)}"
+        if "mode" in best_cpu:
+            by += f" {best_cpu['mode']}"
         lines.append(
             f"| {name} | {goal} | {ours} | {_fmt(peer['tokens_per_s'])} / "
             f"{_fmt(peer['tokens_per_cpu_s_x_cores'])} | {wall:.2f}x / "
@@ -442,6 +444,18 @@ def goals_table(results):
         GOAL_EVAL_X,
         pick("eval"),
         authors_eval,
+    )
+    paper = [
+        r
+        for r in results
+        if r.get("benchmark") == "paper_eval" and "error" not in r
+    ]
+    line(
+        "evaluation at the paper's wt103 settings (T 128, M 1,600, clamp "
+        "1,000, same_length) vs the authors' PyTorch",
+        GOAL_EVAL_X,
+        [r for r in paper if r.get("implementation") == "keras_txl"],
+        next((r for r in paper if r.get("implementation") == "authors"), None),
     )
     generated = generation_rows(results)
     for backend in ("jax", "tensorflow"):
