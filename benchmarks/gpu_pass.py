@@ -106,7 +106,12 @@ def parse_args(argv=None):
         "--markdown", default=os.path.join(RESULTS, "gpu_pass.md")
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--timeout", type=int, default=420)
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=235,
+        help="seconds per backend (2 backends: under 8 minutes)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.preset, args.steps, args.eval_steps, args.warmup = "micro", 2, 2, 1
