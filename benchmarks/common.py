@@ -29,11 +29,26 @@ PRESETS = {
         vocabulary_size=256,
     )
     for name, size, length, batch in (
+        ("micro", "micro", 8, 2),
         ("small", "small", 32, 8),
         ("reference", "reference", 128, 16),
         ("base", "base", 256, 8),
     )
 }
+# NVIDIA's Transformer-XL "base" (DeepLearningExamples, run_wt103_base.sh:
+# 16 layers, d_model 512, 8 heads x 64, d_inner 2048, T = M = 192, batch
+# 32 per GPU), with a byte vocabulary: the GPU pass (benchmarks/gpu_pass.py).
+PRESETS["nvidia_base"] = dict(
+    num_layers=16,
+    num_heads=8,
+    hidden_dim=512,
+    head_dim=64,
+    intermediate_dim=2048,
+    segment_length=192,
+    memory_length=192,
+    batch_size=32,
+    vocabulary_size=256,
+)
 
 DATA_PATH = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -83,8 +98,9 @@ def training_flops_per_token(**preset):
     return 3 * forward_flops_per_token(**preset)
 
 
-def make_backbone(preset, dtype="float32", dropout=0.0):
-    """A `TransformerXLBackbone` of a preset's dimensions."""
+def make_backbone(preset, dtype="float32", dropout=0.0, **options):
+    """A `TransformerXLBackbone` of a preset's dimensions; `options` go to
+    its constructor (e.g. `clamp_length`, `same_length`)."""
     from keras_txl.models import TransformerXLBackbone
 
     return TransformerXLBackbone(
@@ -97,6 +113,7 @@ def make_backbone(preset, dtype="float32", dropout=0.0):
         memory_length=preset["memory_length"],
         dropout=dropout,
         dtype=dtype,
+        **options,
     )
 
 

@@ -46,6 +46,9 @@ REFERENCE = dict(
     mem_len=128,
     batch=16,
 )
+# The paper's wt103 evaluation (`run_wt103_large.sh eval`): tgt_len 128,
+# mem_len 1600, clamp_len 1000, same_length; the reference model's size.
+PAPER_EVAL = dict(tgt_len=128, mem_len=1600, clamp_len=1000, same_length=True)
 
 
 def parse_args(argv=None):
@@ -59,7 +62,19 @@ def parse_args(argv=None):
         "--what",
         nargs="+",
         default=["train", "eval", "generate"],
-        choices=["train", "eval", "generate"],
+        choices=["train", "eval", "generate", "paper_eval"],
+    )
+    parser.add_argument(
+        "--paper-batch",
+        type=int,
+        default=10,
+        help="batch of `paper_eval` (the authors' eval.py: 10)",
+    )
+    parser.add_argument(
+        "--paper-mem-len",
+        type=int,
+        default=PAPER_EVAL["mem_len"],
+        help="memory of `paper_eval` (the paper's wt103: 1600)",
     )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
@@ -86,12 +101,14 @@ def rates(start, end, tokens):
     return tokens / wall, tokens / cpu * cores
 
 
-def authors_model(code, dropout):
+def authors_model(code, dropout, **settings):
+    """The authors' `MemTransformerLM` at the reference size; `settings`
+    (tgt_len, mem_len, clamp_len, same_length) override the reference's."""
     sys.path.insert(0, os.path.join(ROOT, "tools", "fixtures"))
     from make_official_pytorch import load_authors_code
 
     module = load_authors_code(code)
-    c = REFERENCE
+    c = dict(dict(REFERENCE, same_length=False, clamp_len=-1), **settings)
     return module.MemTransformerLM(
         c["n_token"],
         c["n_layer"],
@@ -110,9 +127,9 @@ def authors_model(code, dropout):
         ext_len=0,
         mem_len=c["mem_len"],
         cutoffs=[],
-        same_length=False,
+        same_length=c["same_length"],
         attn_type=0,
-        clamp_len=-1,
+        clamp_len=c["clamp_len"],
     )
 
 
@@ -160,6 +177,82 @@ def measure_authors(args, phase):
         "steps": args.steps,
         "dropout": 0.1 if phase == "train" else 0.0,
         "config": dict(REFERENCE),
+    }
+
+
+def peak_rss_mib():
+    """Peak resident memory of this process, MiB (Linux: ru_maxrss KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def current_rss_mib():
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure_authors_paper_eval(args):
+    """The authors' evaluation at the paper's wt103 settings (PAPER_EVAL),
+    eval mode, no gradients, from a full memory of random states (the
+    steady state of a long text), memory carried between segments."""
+    import torch
+
+    torch.manual_seed(0)
+    settings = dict(PAPER_EVAL, mem_len=args.paper_mem_len)
+    model = authors_model(args.authors_code, 0.0, **settings).eval()
+    # The constructor leaves r_w_bias / r_r_bias uninitialized (train.py
+    # initializes every weight afterwards): normal(0, 0.02) as train.py's
+    # default `init_std`, so that no garbage (NaN, denormals) is timed.
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.02)
+    t, m, b = settings["tgt_len"], settings["mem_len"], args.paper_batch
+    c = REFERENCE
+    generator = torch.Generator().manual_seed(1)
+    segments = args.warmup + args.steps
+    data = torch.randint(
+        0, c["n_token"], (segments, t + 1, b), generator=generator
+    )
+    # n_layer + 1 memories (the embeddings' and each layer's output),
+    # (mem_len, batch, d_model) each, as the model returns them.
+    mems = [torch.randn(m, b, c["d_model"]) for _ in range(c["n_layer"] + 1)]
+    baseline = current_rss_mib()
+
+    def step(i, mems):
+        with torch.no_grad():
+            out = model(data[i, :-1], data[i, 1:], *mems)
+        return out[0], out[1:]
+
+    for i in range(args.warmup):
+        loss, mems = step(i, mems)
+    start = clocks()
+    total = 0.0
+    for i in range(args.warmup, segments):
+        loss, mems = step(i, mems)
+        total += float(loss.float().sum())
+    count = t * b * args.steps
+    wall, cpu = rates(start, clocks(), count)
+    return {
+        "benchmark": "paper_eval",
+        "implementation": "authors",
+        "backend": "torch",
+        "mode": "authors_eval",
+        "tokens_per_s": wall,
+        "tokens_per_cpu_s_x_cores": cpu,
+        "mean_nll": total / count,
+        "peak_rss_mib": peak_rss_mib(),
+        "rss_before_first_call_mib": baseline,
+        "peak_rss_delta_mib": peak_rss_mib() - baseline,
+        "batch_size": b,
+        "segments": args.steps,
+        "warmup": args.warmup,
+        "segment_length": t,
+        "memory_length": m,
+        "clamp_length": settings["clamp_len"],
+        "same_length": settings["same_length"],
+        "config": dict(REFERENCE, **settings, batch=b),
     }
 
 
@@ -251,6 +344,12 @@ def main(argv=None):
             result = measure_authors(args, phase)
             result["torch"] = torch.__version__
             emit(result)
+    if "paper_eval" in args.what:
+        if not args.authors_code:
+            raise SystemExit("peers.py: --what paper_eval needs --authors-code")
+        result = measure_authors_paper_eval(args)
+        result["torch"] = torch.__version__
+        emit(result)
     if "generate" in args.what:
         result = measure_huggingface(args)
         result["torch"] = torch.__version__

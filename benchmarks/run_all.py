@@ -4,6 +4,7 @@ and writes the tables into `docs/benchmarks.md`.
     PYTHONPATH=. python -m benchmarks.run_all            # ~15 min, 2 cores
     PYTHONPATH=. python -m benchmarks.run_all --quick    # ~5 min
     PYTHONPATH=. python -m benchmarks.run_all --parity   # + bf16 vs fp32 bpc
+    PYTHONPATH=. python -m benchmarks.run_all --gpu      # GPU pass, < 8 min
     PYTHONPATH=. python -m benchmarks.run_all \
         --peer-python PEERS/venv/bin/python --authors-code PEERS/transformer-xl
 
@@ -168,6 +169,13 @@ def suite(
                 job(backend, "generation_length", "--new-tokens", *lengths)
             )
     jobs += peer_jobs(peer_python, authors_code, quick)
+    # Evaluation at the paper's wt103 settings (T 128, M 1,600, clamp
+    # 1,000, same_length), keras-txl on both backends and the authors'
+    # code, each configuration in a child process of its own.
+    paper = ["--quick"] if quick else []
+    if peer_python and authors_code:
+        paper += ["--peer-python", peer_python, "--authors-code", authors_code]
+    jobs.append(job("tensorflow", "paper_eval", *paper, timeout=2400))
     growth = ["--plot", os.path.join(images, "cost_growth.png")]
     if quick:
         growth += [
@@ -408,6 +416,8 @@ def goals_table(results):
         by = best_cpu["backend"]
         if "dtype" in best_cpu:
             by += f" {best_cpu['dtype']} {_config(best_cpu)}"
+        if "mode" in best_cpu:
+            by += f" {best_cpu['mode']}"
         lines.append(
             f"| {name} | {goal} | {ours} | {_fmt(peer['tokens_per_s'])} / "
             f"{_fmt(peer['tokens_per_cpu_s_x_cores'])} | {wall:.2f}x / "
@@ -434,6 +444,18 @@ def goals_table(results):
         GOAL_EVAL_X,
         pick("eval"),
         authors_eval,
+    )
+    paper = [
+        r
+        for r in results
+        if r.get("benchmark") == "paper_eval" and "error" not in r
+    ]
+    line(
+        "evaluation at the paper's wt103 settings (T 128, M 1,600, clamp "
+        "1,000, same_length) vs the authors' PyTorch",
+        GOAL_EVAL_X,
+        [r for r in paper if r.get("implementation") == "keras_txl"],
+        next((r for r in paper if r.get("implementation") == "authors"), None),
     )
     generated = generation_rows(results)
     for backend in ("jax", "tensorflow"):
@@ -475,6 +497,57 @@ def peers_table(results):
                 f"| {names[peer]} | {phase} | {_fmt(r['tokens_per_s'])} | "
                 f"{_fmt(r['tokens_per_cpu_s_x_cores'])} | {versions} |"
             )
+    return "\n".join(lines)
+
+
+def paper_eval_table(results):
+    rows = [r for r in results if r.get("benchmark") == "paper_eval_summary"]
+    if not rows:
+        return "(not run)"
+    summary = rows[-1]
+    runs = {
+        (r["backend"], r["mode"]): r
+        for r in results
+        if r.get("benchmark") == "paper_eval" and "error" not in r
+    }
+    first = next(iter(runs.values()), {})
+    lines = [
+        f"Reference size, batch {first.get('batch_size', '?')}, T = "
+        f"{first.get('segment_length', '?')}, M = "
+        f"{first.get('memory_length', '?')}, clamp "
+        f"{first.get('clamp_length', '?')}, same_length, fp32; "
+        f"{first.get('segments', '?')} timed segments from a full memory. "
+        "Peak memory: the growth of the child process's peak RSS from "
+        "before the first segment.",
+        "",
+        "| implementation | tokens/s (wall) | tokens per CPU-s x cores | "
+        "x authors (wall / CPU) | kv_reuse / plain (wall / CPU) | peak "
+        "RSS growth MiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    authors = runs.get(("torch", "authors_eval"))
+    if authors is not None:
+        lines.append(
+            f"| authors' PyTorch, eval mode | {_fmt(authors['tokens_per_s'])}"
+            f" | {_fmt(authors['tokens_per_cpu_s_x_cores'])} | 1x | - | "
+            f"{_fmt(authors['peak_rss_delta_mib'])} |"
+        )
+    for r in summary["rows"]:
+        ratio = "-"
+        if "x_authors_wall" in r:
+            ratio = f"{r['x_authors_wall']:.2f}x / {r['x_authors_cpu']:.2f}x"
+        reuse = "-"
+        if "kv_reuse_over_plain_wall" in r:
+            reuse = (
+                f"{r['kv_reuse_over_plain_wall']:.2f}x / "
+                f"{r['kv_reuse_over_plain_cpu']:.2f}x"
+            )
+        lines.append(
+            f"| keras-txl {r['backend']}, {r['mode']} | "
+            f"{_fmt(r['tokens_per_s'])} | "
+            f"{_fmt(r['tokens_per_cpu_s_x_cores'])} | {ratio} | {reuse} | "
+            f"{_fmt(r['peak_rss_delta_mib'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -704,6 +777,11 @@ def render(results, started, wall_seconds, argv):
         "",
         generation_length_table(results),
         "",
+        "### Evaluation at the paper's wt103 settings "
+        "(`benchmarks/paper_eval.py`)",
+        "",
+        paper_eval_table(results),
+        "",
         "### Cost growth",
         "",
         growth_tables(results),
@@ -751,6 +829,13 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="run the GPU pass instead (benchmarks/gpu_pass.py: NVIDIA's "
+        "base size, JAX and TensorFlow, fp32 and mixed bf16, MFU beside "
+        "NVIDIA's numbers); with --quick, its CPU smoke run",
+    )
     parser.add_argument("--parity", action="store_true")
     parser.add_argument(
         "--variants",
@@ -791,6 +876,11 @@ def main(argv=None):
         help="only re-render the document from saved results",
     )
     args = parser.parse_args(argv)
+    if args.gpu:
+        from benchmarks import gpu_pass
+
+        gpu_pass.main(["--quick"] if args.quick else [])
+        return
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     start = time.perf_counter()
     if args.from_json:

@@ -112,6 +112,17 @@ def _generation(backend, tokens, cpu_tokens):
     }
 
 
+def _paper_eval(implementation, backend, mode, tokens, cpu_tokens):
+    return {
+        "benchmark": "paper_eval",
+        "implementation": implementation,
+        "backend": backend,
+        "mode": mode,
+        "tokens_per_s": tokens,
+        "tokens_per_cpu_s_x_cores": cpu_tokens,
+    }
+
+
 def test_goals_table_says_which_goal_is_met():
     results = [
         _train_row("train", "float32", 4000.0, 4500.0, mfu=0.65),
@@ -123,9 +134,14 @@ def test_goals_table_says_which_goal_is_met():
         _peer("authors_pytorch", "train", 2000.0, 2000.0),
         _peer("authors_pytorch", "eval", 7000.0, 7000.0),
         _peer("huggingface_transfo_xl", "generate", 250.0, 400.0),
+        _paper_eval("keras_txl", "tensorflow", "kv_reuse", 300.0, 600.0),
+        _paper_eval("keras_txl", "jax", "plain", 200.0, 500.0),
+        _paper_eval("authors", "torch", "authors_eval", 100.0, 100.0),
     ]
     lines = run_all.goals_table(results).splitlines()
-    fp32, bf16, jax_train, evaluation, jax_gen, tf_gen = lines[2:8]
+    fp32, bf16, jax_train, evaluation, paper, jax_gen, tf_gen = lines[2:9]
+    assert "3.00x / 6.00x" in paper and "yes / yes" in paper
+    assert "tensorflow kv_reuse" in paper
     assert "yes / yes" in fp32
     assert "2.50x / 3.50x" in bf16 and "no / yes" in bf16
     assert "not run" in jax_train  # no JAX training row

@@ -36,6 +36,17 @@ TINY = dict(
 )
 @pytest.mark.parametrize("segment_length", [1, 3])
 def test_cache_steps_equal_memory_steps(options, segment_length):
+    check_cache_steps(options, segment_length)
+
+
+@pytest.mark.torch_ok
+def test_cache_steps_equal_memory_steps_same_length_clamp():
+    # The paper's evaluation flags (benchmarks/paper_eval.py evaluates
+    # segments of 128 from the cache with them).
+    check_cache_steps({"same_length": True, "clamp_length": 3}, 3)
+
+
+def check_cache_steps(options, segment_length):
     # From an empty memory (its slots fill over the first steps) to a full
     # one that drops its oldest states: 6 segments.
     keras.utils.set_random_seed(0)
