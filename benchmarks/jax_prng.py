@@ -13,6 +13,9 @@ load (`benchmarks.attention_variants.interleave`):
   generator's raw uint32[2] key: threefry2x32 in XLA ops);
 - `rbg`, `unsafe_rbg`: the same key data, doubled, wrapped as a key of
   that implementation (XLA's RngBitGenerator for the bits);
+- `packed16`: threefry bits, two 16-bit keep decisions per 32-bit
+  number (keep probability rounded to a multiple of 2**-16): half the
+  threefry work (`benchmarks/attention_layouts.py`'s `packed_dropout`);
 - `no dropout`: dropout 0, the bound of what the bits can save.
 
 Keras's seed generator hands JAX raw threefry keys, so a process-wide
@@ -35,7 +38,7 @@ import jax  # noqa: E402
 from benchmarks import common  # noqa: E402
 from benchmarks.attention_variants import interleave  # noqa: E402
 
-VARIANTS = ("threefry", "rbg", "unsafe_rbg", "no dropout")
+VARIANTS = ("threefry", "rbg", "unsafe_rbg", "packed16", "no dropout")
 
 
 def dropout_with(impl):
@@ -57,6 +60,23 @@ def dropout_with(impl):
     return dropout
 
 
+def packed16_dropout(inputs, rate, noise_shape=None, seed=None):
+    """Keras's JAX `dropout` with two 16-bit decisions per threefry
+    number."""
+    import jax.numpy as jnp
+    from keras.src.backend.jax import random as jax_random
+
+    from benchmarks.attention_layouts import _packed_dropout
+
+    if rate == 0.0:
+        return inputs
+    seed = jax_random.jax_draw_seed(seed)  # raw uint32[2]
+    key = jax.random.wrap_key_data(seed, impl="threefry2x32")
+    shape = jax_random._get_concrete_noise_shape(inputs, noise_shape)
+    kept = _packed_dropout(jnp.ones(shape, inputs.dtype), rate, key)
+    return inputs * jnp.broadcast_to(kept, inputs.shape)
+
+
 def main(argv=None):
     parser = common.add_common_args(
         argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -64,6 +84,9 @@ def main(argv=None):
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=2)
+    parser.add_argument(
+        "--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS
+    )
     args = parser.parse_args(argv)
     from benchmarks.train_eval import build_model
 
@@ -74,10 +97,12 @@ def main(argv=None):
 
     shipped = backend.random.dropout
     models = {}
-    for name in VARIANTS:
+    for name in ["threefry"] + [v for v in args.variants if v != "threefry"]:
         rate = 0.0 if name == "no dropout" else args.dropout
         if name in ("rbg", "unsafe_rbg"):
             backend.random.dropout = dropout_with(name)
+        if name == "packed16":
+            backend.random.dropout = packed16_dropout
         try:
             lm = build_model(preset, args.dtype, rate, True, 1)
             for i in range(2):  # trace and compile with these bits
