@@ -85,7 +85,7 @@ def _softmax(scores, allowed):
     return jax.nn.softmax(jnp.where(allowed, scores, MASK_VALUE), axis=-1)
 
 
-def current(q, k, v, r, u, w, rate, key):
+def current(q, k, v, r, u, w, rate, key, dropout=_dropout):
     """Heads first: q (n, b, T, h), k/v (n, b, K, h), r (n, h, K + 1)."""
     n, b, t, h = q.shape
     kl = k.shape[2]
@@ -96,21 +96,12 @@ def current(q, k, v, r, u, w, rate, key):
     bd = jnp.matmul(pq.reshape(n, b * t, h), r)  # (n, b*T, K+1)
     bd = _shift_padded(bd.reshape(n, b, t, kl + 1), kl)
     probs = _softmax(ac + bd, _allowed(t, kl))
-    return jnp.matmul(_dropout(probs, rate, key), v)  # (n, b, T, h)
+    return jnp.matmul(dropout(probs, rate, key), v)  # (n, b, T, h)
 
 
 def packed_dropout(q, k, v, r, u, w, rate, key):
     """`current` with `_packed_dropout`."""
-    n, b, t, h = q.shape
-    kl = k.shape[2]
-    scale = 1.0 / math.sqrt(h)
-    cq = (q + u[:, None, None, :]) * scale
-    pq = (q + w[:, None, None, :]) * scale
-    ac = jnp.matmul(cq, jnp.swapaxes(k, -1, -2))  # (n, b, T, K)
-    bd = jnp.matmul(pq.reshape(n, b * t, h), r)  # (n, b*T, K+1)
-    bd = _shift_padded(bd.reshape(n, b, t, kl + 1), kl)
-    probs = _softmax(ac + bd, _allowed(t, kl))
-    return jnp.matmul(_packed_dropout(probs, rate, key), v)
+    return current(q, k, v, r, u, w, rate, key, dropout=_packed_dropout)
 
 
 def folded(q, k, v, r, u, w, rate, key):
