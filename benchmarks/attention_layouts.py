@@ -25,6 +25,9 @@ sees the same machine load (`benchmarks.attention_variants.interleave`):
 - `packed_dropout`: `current` with two 16-bit dropout decisions per
   32-bit threefry number instead of `jax.random.bernoulli`'s one (a
   different random stream: equal to `current` without dropout only);
+- `randint_dropout`: the same with `jax.random.randint` (as
+  `keras.random.randint` calls it): two 15-bit decisions per draw in
+  [0, 2**30), a form a layer could write in `keras.random`/`keras.ops`;
 - `dot_product_attention`: `jax.nn.dot_product_attention` (XLA
   implementation) on (batch, T, heads, head_dim), the content term
   inside it and the shifted position term passed as `bias`. It takes no
@@ -81,6 +84,21 @@ def _packed_dropout(probs, rate, key):
     return jnp.where(keep, probs / (1.0 - rate), 0.0)
 
 
+def _randint_dropout(probs, rate, key):
+    """Dropout from `jax.random.randint` (what `keras.random.randint`
+    calls), two 15-bit decisions per 30-bit draw: expressible in
+    `keras.random` and `keras.ops` (keep probability rounded to a
+    multiple of 2**-15)."""
+    if rate == 0.0:
+        return probs
+    size = probs.size
+    draws = jax.random.randint(key, ((size + 1) // 2,), 0, 1 << 30)
+    halves = jnp.concatenate([draws >> 15, draws & 0x7FFF])[:size]
+    threshold = round((1.0 - rate) * 32768)
+    keep = (halves < threshold).reshape(probs.shape)
+    return jnp.where(keep, probs / (1.0 - rate), 0.0)
+
+
 def _softmax(scores, allowed):
     return jax.nn.softmax(jnp.where(allowed, scores, MASK_VALUE), axis=-1)
 
@@ -102,6 +120,11 @@ def current(q, k, v, r, u, w, rate, key, dropout=_dropout):
 def packed_dropout(q, k, v, r, u, w, rate, key):
     """`current` with `_packed_dropout`."""
     return current(q, k, v, r, u, w, rate, key, dropout=_packed_dropout)
+
+
+def randint_dropout(q, k, v, r, u, w, rate, key):
+    """`current` with `_randint_dropout`."""
+    return current(q, k, v, r, u, w, rate, key, dropout=_randint_dropout)
 
 
 def folded(q, k, v, r, u, w, rate, key):
@@ -188,6 +211,7 @@ LAYOUTS = {
     ),
     "one_product": (lambda x: x, lambda y: y),
     "packed_dropout": (lambda x: x, lambda y: y),
+    "randint_dropout": (lambda x: x, lambda y: y),
     "dot_product_attention": (
         lambda x: jnp.transpose(x, (1, 2, 0, 3)),
         lambda y: jnp.transpose(y, (2, 0, 1, 3)),
@@ -199,6 +223,7 @@ VARIANTS = {
     "batch_first": batch_first,
     "one_product": one_product,
     "packed_dropout": packed_dropout,
+    "randint_dropout": randint_dropout,
     "dot_product_attention": dot_product_attention,
 }
 
