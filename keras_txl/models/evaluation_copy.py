@@ -2,9 +2,9 @@
 another carried memory length, other evaluation settings of the backbone,
 or both.
 
-`TransformerXLCausalLM.with_memory_length`,
-`keras_txl.training.evaluation.evaluation_model` and
-`keras_txl.ablation.evaluation_copy` all call `evaluation_copy`.
+`TransformerXLCausalLM.with_memory_length` and
+`keras_txl.training.evaluation.evaluation_model` (under `evaluate_segments`
+and RECL's `context_losses`) both call `evaluation_copy`.
 """
 
 import keras
