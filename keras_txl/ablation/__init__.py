@@ -17,10 +17,7 @@ from keras_txl.ablation.ablation_transformer_xl_backbone import (
     AblationTransformerXLBackbone,
 )
 from keras_txl.ablation.cost import measure_step_cost
-from keras_txl.ablation.evaluation import bits_per_token
-from keras_txl.ablation.evaluation import context_losses
-from keras_txl.ablation.evaluation import evaluation_copy
-from keras_txl.ablation.evaluation import token_losses
+from keras_txl.ablation.recl import context_losses
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.recl import relative_gain
 from keras_txl.ablation.recl import relative_gains
@@ -35,12 +32,9 @@ __all__ = [
     "DifferentiableMemoryCache",
     "LearnedRelativeMultiHeadAttention",
     "UnrolledSegmentsLM",
-    "bits_per_token",
     "context_losses",
-    "evaluation_copy",
     "measure_step_cost",
     "relative_effective_context_length",
     "relative_gain",
     "relative_gains",
-    "token_losses",
 ]

@@ -28,6 +28,9 @@ import math
 
 import numpy as np
 
+from keras_txl.training.evaluation import evaluation_model
+from keras_txl.training.evaluation import per_token_losses
+from keras_txl.training.evaluation import text_streams
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -173,4 +176,54 @@ def relative_effective_context_length(losses, ratio=0.1, threshold=0.01):
                 recl = short
                 break
         result[name] = recl
+    return result
+
+
+def context_losses(lm, token_ids, context_lengths, batch_size, segment_length):
+    """Per-token losses of `lm` with exactly `c` tokens of context, for each
+    `c` in `context_lengths`: the `l_i(c, t)` of RECL.
+
+    Each `c` reads the text as `batch_size` streams (the authors' layout,
+    `keras_txl.training.evaluation.text_streams`) in full segments of
+    `segment_length` (the last, shorter one is left out), with memory
+    length `c` and `same_length=True`, so that every token sees the `c`
+    tokens before it. The first `max(context_lengths)` tokens of each
+    stream are left out (they have less context), so every `c` covers the
+    same tokens.
+
+    Args:
+        lm: a built `TransformerXLCausalLM`.
+        token_ids: 1-D int array, the evaluation text.
+        context_lengths: ints >= 1.
+        batch_size: int. Number of streams.
+        segment_length: int. Tokens per segment.
+
+    Returns:
+        dict `{c: 1-D float64 array}`, the same tokens in the same order
+        for every `c`.
+    """
+    context_lengths = sorted(
+        check_positive_int("context length", c) for c in context_lengths
+    )
+    if not context_lengths:
+        raise ValueError("`context_lengths` must not be empty.")
+    batch_size = check_positive_int("batch_size", batch_size)
+    segment_length = check_positive_int("segment_length", segment_length)
+    streams = text_streams(token_ids, batch_size)  # (B, n)
+    scored = (streams.shape[1] - 1) // segment_length * segment_length
+    skip = context_lengths[-1]
+    if scored <= skip:
+        raise ValueError(
+            f"Each of the {batch_size} streams holds {scored} evaluated "
+            f"tokens, not more than the longest context {skip}: use more "
+            "evaluation text or fewer streams."
+        )
+    streams = streams[:, : scored + 1]  # (B, scored + 1): full segments
+    model = evaluation_model(lm, same_length=True)
+    result = {}
+    for c in context_lengths:
+        losses = per_token_losses(
+            model, streams, segment_length, memory_length=c
+        )  # (B, scored)
+        result[c] = losses[:, skip:].reshape(-1).astype("float64")
     return result

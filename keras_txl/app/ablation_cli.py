@@ -261,9 +261,9 @@ def run_recl_command(args):
     import keras
 
     from keras_txl import data
-    from keras_txl.ablation.evaluation import bits_per_token
-    from keras_txl.ablation.evaluation import context_losses
+    from keras_txl.ablation.recl import context_losses
     from keras_txl.ablation.recl import relative_effective_context_length
+    from keras_txl.training.evaluation import bits_per_token
 
     text = _read_corpus(args.corpus)
     tokenizer = data.make_tokenizer("char", text)

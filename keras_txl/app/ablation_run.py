@@ -12,14 +12,14 @@ import numpy as np
 from keras_txl import data
 from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.ablation.cost import measure_step_cost
-from keras_txl.ablation.evaluation import bits_per_token
-from keras_txl.ablation.evaluation import context_losses
+from keras_txl.ablation.recl import context_losses
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
 from keras_txl.app.presets import architecture as get_architecture
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.training.evaluation import bits_per_token
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory

@@ -1,4 +1,5 @@
 import math
+import weakref
 
 import keras
 import numpy as np
@@ -174,15 +175,17 @@ class CompressiveMemory(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="compressed_cache",
         )
-        # The blocks belong to the model: kept untracked, so that their
-        # weights are neither saved twice nor owned by this layer.
-        object.__setattr__(self, "_attention_blocks", ())
+        self._attention_blocks = ()
 
     def use_attention_of(self, blocks):
         """Uses the attention of `blocks` (one `TransformerXLBlock` per
         layer, in order) for the reconstruction loss. They are not tracked:
         their weights stay the model's."""
-        object.__setattr__(self, "_attention_blocks", tuple(blocks))
+        # Weak references: the blocks belong to the model. Keras's tracker
+        # (and TensorFlow's) see no layer in them, so the blocks' weights
+        # are neither saved twice nor owned by this layer; a tracked
+        # block would move its weights here and change the saved files.
+        self._attention_blocks = tuple(weakref.ref(block) for block in blocks)
 
     def build(self, memory_shape):
         if len(memory_shape) != 4:
@@ -306,7 +309,12 @@ class CompressiveMemory(keras.layers.Layer):
             ops.arange(num_groups)[None, :]
             >= (num_groups - valid_groups)[:, None]
         )  # (batch, G)
-        blocks = self._attention_blocks
+        blocks = [block() for block in self._attention_blocks]
+        if any(block is None for block in blocks):
+            raise ValueError(
+                "The blocks given to `use_attention_of` were deleted with "
+                "their model: call it again with the blocks of a model."
+            )
         num_layers = queries.shape[1]
         if blocks and len(blocks) != num_layers:
             raise ValueError(

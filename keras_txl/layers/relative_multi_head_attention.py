@@ -126,40 +126,6 @@ def attention_allowed(
     return allowed
 
 
-def _flat_projection(x, kernel):
-    """`einsum("btd,dnh->btnh")`, heads and head_dim flattened, as one 2-D
-    matmul: `(batch, T, heads * head_dim)`."""
-    batch, length, dim = ops.shape(x)
-    _, heads, head_dim = ops.shape(kernel)
-    y = ops.matmul(
-        ops.reshape(x, (batch * length, dim)),
-        ops.reshape(kernel, (dim, heads * head_dim)),
-    )  # (batch * T, heads * head_dim)
-    return ops.reshape(y, (batch, length, heads * head_dim))
-
-
-def _heads_first(x, kernel):
-    """`einsum("btd,dnh->nbth")` as one 2-D matmul and a transpose."""
-    batch, length, _ = ops.shape(x)
-    _, heads, head_dim = ops.shape(kernel)
-    y = ops.reshape(
-        _flat_projection(x, kernel), (batch, length, heads, head_dim)
-    )
-    return ops.transpose(y, (2, 0, 1, 3))  # (heads, batch, T, head_dim)
-
-
-def _heads_last(x, kernel):
-    """`einsum("nbth,nhd->btd")` as a transpose and one 2-D matmul."""
-    heads, batch, length, head_dim = ops.shape(x)
-    dim = ops.shape(kernel)[-1]
-    x = ops.transpose(x, (1, 2, 0, 3))  # (batch, T, heads, head_dim)
-    y = ops.matmul(
-        ops.reshape(x, (batch * length, heads * head_dim)),
-        ops.reshape(kernel, (heads * head_dim, dim)),
-    )  # (batch * T, dim)
-    return ops.reshape(y, (batch, length, dim))
-
-
 @keras.saving.register_keras_serializable(package="keras_txl")
 class RelativeMultiHeadAttention(keras.layers.Layer):
     """Multi-head attention with relative positions and a memory.
@@ -181,6 +147,14 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
 
     Masking and softmax run in float32 under any dtype policy: the large
     negative mask value and the exponentials overflow in float16.
+
+    Every projection (queries, keys and values, position keys, output) is
+    the call of its `EinsumDense` layer, float or quantized
+    (`Model.quantize`) alike. A variant with other position terms
+    overrides one method, `_compute_attention` (the scores, softmax and
+    attended values of the projected heads; as Keras's
+    `MultiHeadAttention._compute_attention`), and the weights it reads,
+    `_build_position_weights`: see `LearnedRelativeMultiHeadAttention`.
 
     Args:
         num_heads: int. Number of attention heads.
@@ -525,56 +499,22 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     def _output(self, attended):
         """The output projection of `attended` `(heads, batch, T,
         head_dim)`: `(batch, T, output_dim)`."""
-        if self._quantized():
-            return self.output_dense(
-                ops.transpose(attended, (1, 2, 0, 3))
-            )  # (batch, T, output_dim)
-        return _heads_last(
-            attended, ops.cast(self.output_dense.kernel, self.compute_dtype)
+        return self.output_dense(
+            ops.transpose(attended, (1, 2, 0, 3))
         )  # (batch, T, output_dim)
-
-    def _dense_layers(self):
-        return (
-            self.query_dense,
-            self.key_dense,
-            self.value_dense,
-            self.position_dense,
-            self.output_dense,
-        )
-
-    def _quantized(self):
-        """Whether a projection is quantized (`Layer.quantize`): its
-        kernel is then not a float matrix to multiply by, and the
-        projections run as the `EinsumDense` layers' own calls."""
-        return any(
-            dense.quantization_mode is not None
-            for dense in self._dense_layers()
-        )
 
     def key_values(self, context):
         """The keys and values of `context` (batch, L, dim), as one tensor
         `(batch, L, 2 * num_heads * head_dim)`: what `call` attends to,
         and what its `key_values` takes."""
-        dtype = self.compute_dtype
-        context = ops.cast(context, dtype)
-        if self._quantized():
-            # The (quantized) `EinsumDense` calls.
-            batch, length = ops.shape(context)[0], ops.shape(context)[1]
-            kv = ops.concatenate(
-                [self.key_dense(context), self.value_dense(context)], axis=2
-            )  # (batch, L, 2 * heads, head_dim)
-            return ops.reshape(
-                kv, (batch, length, 2 * self.num_heads * self.head_dim)
-            )
-        # Keys and values in one matmul with the two kernels side by side.
-        kernel = ops.concatenate(
-            [
-                ops.cast(self.key_dense.kernel, dtype),
-                ops.cast(self.value_dense.kernel, dtype),
-            ],
-            axis=1,
-        )  # (dim, 2 * heads, head_dim)
-        return _flat_projection(context, kernel)  # (b, L, 2 * heads * hd)
+        context = ops.cast(context, self.compute_dtype)
+        batch, length = ops.shape(context)[0], ops.shape(context)[1]
+        kv = ops.concatenate(
+            [self.key_dense(context), self.value_dense(context)], axis=2
+        )  # (batch, L, 2 * heads, head_dim)
+        return ops.reshape(
+            kv, (batch, length, 2 * self.num_heads * self.head_dim)
+        )
 
     def _split_key_values(self, key_values):
         """Keys and values (heads, batch, K, head_dim) of `key_values`."""
@@ -588,11 +528,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
 
     def _queries(self, query):
         """The queries (heads, batch, T, head_dim)."""
-        if self._quantized():
-            return ops.transpose(self.query_dense(query), (2, 0, 1, 3))
-        return _heads_first(
-            query, ops.cast(self.query_dense.kernel, self.compute_dtype)
-        )
+        return ops.transpose(self.query_dense(query), (2, 0, 1, 3))
 
     def position_keys(self, position_embedding):
         """The projected position embeddings `(num_heads, head_dim, K +
@@ -600,19 +536,10 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         column in front: the zero column of the relative shift, for free
         (see `_shift_padded`). What the call's `position_keys` takes."""
         position_embedding = ops.cast(position_embedding, self.compute_dtype)
-        if self._quantized():
-            r = ops.transpose(
-                self.position_dense(position_embedding), (1, 2, 0)
-            )  # (heads, head_dim, K)
-            return ops.pad(r, [[0, 0], [0, 0], [1, 0]])
-        position_embedding = ops.pad(
-            position_embedding, [[1, 0], [0, 0]]
-        )  # (K + 1, position_dim)
-        return ops.einsum(
-            "kd,dnh->nhk",
-            position_embedding,
-            ops.cast(self.position_dense.kernel, self.compute_dtype),
-        )  # (heads, head_dim, K + 1)
+        r = ops.transpose(
+            self.position_dense(position_embedding), (1, 2, 0)
+        )  # (heads, head_dim, K)
+        return ops.pad(r, [[0, 0], [0, 0], [1, 0]])  # (heads, hd, K + 1)
 
     def get_config(self):
         config = super().get_config()

@@ -2,9 +2,9 @@
 another carried memory length, other evaluation settings of the backbone,
 or both.
 
-`TransformerXLCausalLM.with_memory_length`,
-`keras_txl.training.evaluation.evaluation_model` and
-`keras_txl.ablation.evaluation_copy` all call `evaluation_copy`.
+`TransformerXLCausalLM.with_memory_length` and
+`keras_txl.training.evaluation.evaluation_model` (under `evaluate_segments`
+and RECL's `context_losses`) both call `evaluation_copy`.
 """
 
 import keras
@@ -82,13 +82,36 @@ def _share_output_layer(lm, copy):
 
 
 def _copy_weights(lm, copy):
-    """Builds `copy` and assigns it the values of `lm`'s weights."""
+    """Builds `copy`, with LoRA where `lm` has it, and assigns it the
+    values of all `lm`'s weights (frozen ones and LoRA kernels too)."""
     copy.build()
-    if len(copy.trainable_weights) != len(lm.trainable_weights):
+    lora_layers = [
+        layer
+        for layer in lm.backbone._flatten_layers(include_self=False)
+        if getattr(layer, "lora_enabled", False)
+    ]
+    if lora_layers:
+        # The copy's backbone comes from the config, which has no LoRA:
+        # the same targets and rank give it the same weights.
+        copy.enable_lora(
+            lora_layers[0].lora_rank,
+            sorted({layer.name for layer in lora_layers}),
+        )
+    # All weights but the carried memory's: the copy's starts empty.
+    sources, targets = _model_weights(lm), _model_weights(copy)
+    if len(targets) != len(sources) or any(
+        tuple(target.shape) != tuple(source.shape)
+        for target, source in zip(targets, sources)
+    ):
         raise ValueError(
             "The evaluation copy does not have the weights of the model "
-            f"({len(copy.trainable_weights)} vs "
-            f"{len(lm.trainable_weights)})."
+            f"({len(targets)} vs {len(sources)}, or their shapes differ)."
         )
-    for target, source in zip(copy.trainable_weights, lm.trainable_weights):
+    for target, source in zip(targets, sources):
         target.assign(keras.ops.convert_to_numpy(source))
+
+
+def _model_weights(lm):
+    """`lm.weights` without the carried memory's state."""
+    carried = {id(weight) for weight in lm.memory_state.weights}
+    return [weight for weight in lm.weights if id(weight) not in carried]

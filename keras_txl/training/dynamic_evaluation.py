@@ -261,12 +261,16 @@ def _check_settings(method, learning_rate, decay, calibration_ids, epsilon):
 
 def _stepper(model):
     """The `_Stepper` of `model`, made once: its compiled functions serve
-    every later call (another learning rate too). Kept on the model as a
-    plain attribute (untracked by Keras), so it goes with the model."""
-    stepper = model.__dict__.get("_dynamic_evaluation_stepper")
+    every later call (another learning rate too)."""
+    stepper = getattr(model, "_dynamic_evaluation_stepper", None)
     if stepper is None:
         stepper = _Stepper(model)
-        object.__setattr__(model, "_dynamic_evaluation_stepper", stepper)
+        # A plain attribute, so that it goes with the model. Tracking is
+        # harmless: a `_Stepper` is neither a layer, a variable nor a
+        # container, so Keras's tracker (and TensorFlow's) leave it as it
+        # is, and saving skips it. (A dict keyed by model would never let
+        # the model go: the stepper refers to it.)
+        model._dynamic_evaluation_stepper = stepper
     return stepper
 
 

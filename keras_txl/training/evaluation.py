@@ -78,6 +78,18 @@ def perplexity(loss):
         return math.inf
 
 
+def bits_per_token(losses):
+    """Mean of per-token losses (nats) in bits: bits per character for a
+    character model.
+
+    >>> round(bits_per_token([math.log(2.0), math.log(8.0)]), 6)
+    2.0
+    """
+    import numpy as np
+
+    return float(np.mean(losses) / math.log(2.0))
+
+
 def evaluation_model(lm, clamp_length=None, same_length=None):
     """`lm`, or a copy with its weights and other evaluation settings of
     its backbone (which are fixed when it is built).
@@ -242,7 +254,9 @@ def per_token_losses(
     lm, streams, segment_length, memory_length=None, start="empty", log=None
 ):
     """The loss of every token of `streams` after the first, by
-    `TransformerXLCausalLM.score` (segments, memory carried).
+    `TransformerXLCausalLM.score` (segments, memory carried): the one
+    per-token evaluation, under `evaluate_segments`, `--token-losses` and
+    RECL's `keras_txl.ablation.context_losses`.
 
     Args:
         lm: a `TransformerXLCausalLM`.

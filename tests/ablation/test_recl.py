@@ -5,10 +5,14 @@ import math
 
 import numpy as np
 import pytest
+from keras import ops
 
+from keras_txl.ablation import context_losses
 from keras_txl.ablation import relative_effective_context_length
 from keras_txl.ablation import relative_gain
 from keras_txl.ablation import relative_gains
+from tests.models.test_transformer_xl_causal_lm import _lm
+from tests.test_case import to_numpy
 
 
 def _curves(**models):
@@ -94,3 +98,29 @@ def test_still_gaining_at_the_longest_context_gives_the_longest():
 def test_invalid_inputs(losses, ratio, match):
     with pytest.raises(ValueError, match=match):
         relative_effective_context_length(losses, ratio)
+
+
+def _nll(logits, targets):
+    logprobs = to_numpy(ops.log_softmax(logits, axis=-1))
+    return -np.take_along_axis(logprobs, targets[..., None], -1)[..., 0]
+
+
+def test_context_losses_see_exactly_c_tokens():
+    """With one layer, the loss at context c of a token equals the loss of
+    the last position of a pass over just the c tokens before it."""
+    lm = _lm(num_layers=1)
+    ids = np.random.default_rng(1).integers(0, 20, 31).astype("int32")
+    losses = context_losses(
+        lm, ids, context_lengths=[2, 5], batch_size=1, segment_length=3
+    )
+    # One stream of 30 inputs; the first 5 (the longest context) are left
+    # out, so entry n is the prediction of ids[n + 6] from ids[..n + 5].
+    for c in (2, 5):
+        assert losses[c].shape == (25,)
+        for n in (0, 11, 24):
+            window = ids[None, n + 6 - c : n + 6]
+            logits, _ = lm.call_with_memory(
+                window, lm.backbone.initial_memory(1, memory_length=0)
+            )
+            expected = _nll(logits[:, -1:], ids[None, n + 6 : n + 7])[0, 0]
+            np.testing.assert_allclose(losses[c][n], expected, atol=1e-5)

@@ -121,3 +121,21 @@ def test_lora_fine_tuning_of_the_huggingface_checkpoint():
     assert changed <= trainable
     text = lm.generate("I tell you", max_length=10)
     assert isinstance(text, str) and text.startswith("I tell you")
+
+
+def test_evaluation_copy_of_a_lora_model_computes_the_same():
+    """An evaluation copy with its own backbone (as `keras-txl evaluate`
+    makes with the evaluation's `same_length`) carries the LoRA kernels:
+    it used to copy the trainable weights only and fail on their count."""
+    from keras_txl.models.evaluation_copy import evaluation_copy
+
+    lm = _lm()
+    lm.enable_lora(2, ["query", "key"])
+    _fit(lm)
+    copy = evaluation_copy(lm, same_length=lm.backbone.same_length)
+    assert copy.backbone is not lm.backbone
+    trained = [v for v in lm.trainable_variables if "lora_kernel_b" in v.path]
+    assert trained and all(np.abs(to_numpy(v)).max() > 0 for v in trained)
+    np.testing.assert_array_equal(_logits(copy), _logits(lm))
+    assert len(copy.trainable_variables) == len(lm.trainable_variables)
+    assert all("lora_kernel" in v.path for v in copy.trainable_variables)

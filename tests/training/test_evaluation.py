@@ -3,10 +3,16 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_txl.app import artifacts
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import evaluate_bpc
+from keras_txl.training.evaluation import bits_per_token
+from keras_txl.training.evaluation import per_token_losses
+from keras_txl.training.evaluation import text_streams
+from tests.models.test_transformer_xl_causal_lm import _lm
+from tests.test_case import to_numpy
 
 from .helpers import explicit_loop
 from .helpers import nll
@@ -78,3 +84,27 @@ def test_with_memory_length_of_an_adaptive_model_saves_and_loads(tmp_path):
         loaded.call_with_memory(tokens, lm.backbone.initial_memory(2, 2 * T))[0]
     )
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def _token_nll(logits, targets):
+    logprobs = to_numpy(ops.log_softmax(logits, axis=-1))
+    return -np.take_along_axis(logprobs, targets[..., None], -1)[..., 0]
+
+
+def test_per_token_losses_follow_the_streams_with_memory():
+    lm = _lm()
+    ids = np.random.default_rng(0).integers(0, 20, 41).astype("int32")
+    streams = text_streams(ids, 2)
+    # The authors' layout: 2 streams of 20 ids.
+    np.testing.assert_array_equal(streams, ids[:40].reshape(2, 20))
+    got = per_token_losses(lm, streams[:, :16], 5, memory_length=3)
+    # By hand: 3 segments of 5.
+    memory = lm.backbone.initial_memory(2, memory_length=3)
+    expected = []
+    for start in range(0, 15, 5):
+        logits, memory = lm.call_with_memory(
+            streams[:, start : start + 5], memory
+        )
+        expected.append(_token_nll(logits, streams[:, start + 1 : start + 6]))
+    np.testing.assert_allclose(got, np.concatenate(expected, 1), atol=1e-5)
+    assert bits_per_token(got) == pytest.approx(np.mean(got) / np.log(2.0))

@@ -133,14 +133,6 @@ class LearnedRelativeMultiHeadAttention(RelativeMultiHeadAttention):
                 initializer=self.embeddings_initializer,
             )
 
-    def _dense_layers(self):
-        return (
-            self.query_dense,
-            self.key_dense,
-            self.value_dense,
-            self.output_dense,
-        )
-
     def _distance_one_hot(self, query_length, key_length):
         """(T, K, D + 1) one-hot of the clipped distance of each pair."""
         memory_length = key_length - query_length
