@@ -26,9 +26,9 @@ from keras_txl import data
 from keras_txl.app import artifacts
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
-from tests.reliability.tiny import BACKBONE_KWARGS
-from tests.reliability.tiny import random_ids
 from tests.test_case import to_numpy
+from tests.tiny_models import BACKBONE_KWARGS
+from tests.tiny_models import random_ids
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -144,7 +144,7 @@ from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.app import artifacts
 from keras_txl.app import artifacts
-from tests.reliability.tiny import BACKBONE_KWARGS
+from tests.tiny_models import BACKBONE_KWARGS
 
 lm = TransformerXLCausalLM(TransformerXLBackbone(**BACKBONE_KWARGS))
 lm(np.zeros((2, 3), "int32"))
