@@ -1,10 +1,15 @@
+import functools
+
 import numpy as np
 from keras import ops
 
 from keras_txl.ablation import context_losses
 from keras_txl.ablation import token_losses
-from tests.models.test_transformer_xl_causal_lm import _lm
 from tests.test_case import to_numpy
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
+
+_lm = functools.partial(tiny_lm, **PLAIN_LM)
 
 
 def _nll(logits, targets):
