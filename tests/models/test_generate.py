@@ -6,33 +6,10 @@ from keras import ops
 
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
+from tests.tiny_models import generation_lm
 
 VOCABULARY_SIZE = 41
-
-
-def make_lm(seed=2, memory_length=8, sampler="greedy", **options):
-    """A tiny model with weights drawn by numpy (the same on every
-    backend). Normal(0, 1) kernels and embeddings, tied output: greedy
-    decoding of this untrained model then moves over several tokens
-    instead of repeating one, so that equal outputs say something."""
-    backbone = TransformerXLBackbone(
-        vocabulary_size=VOCABULARY_SIZE,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
-        memory_length=memory_length,
-        **options,
-    )
-    lm = TransformerXLCausalLM(backbone)
-    lm.build()
-    rng = np.random.RandomState(seed)
-    for weight in lm.weights:
-        if "norm" not in weight.path and "output_bias" not in weight.path:
-            weight.assign(rng.normal(size=weight.shape).astype("float32"))
-    lm.compile(sampler=sampler)
-    return lm
+make_lm = generation_lm
 
 
 def padded(prompts, max_length):

@@ -53,8 +53,6 @@ def _fit_200_steps(policy):
     lm = tiny_lm(
         vocabulary_size=vocabulary_size,
         hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
         memory_length=8,
     )
     lm.compile(optimizer=keras.optimizers.Adam(3e-3))
