@@ -16,8 +16,14 @@ needs it.
   `backbone_class=CompressiveTransformerXLBackbone, **COMPRESSIVE`.
 - `tokenizer_lm(tokenizer, sequence_length, **sizes)`: a one-layer LM
   with a `TransformerXLCausalLMPreprocessor` over `tokenizer`.
-- `draw_normal_weights(lm, seed)`: weights drawn by numpy, the same on
-  every backend.
+- `training_lm(vocabulary_size, memory_length)`: the training and
+  carried-memory tests' LM (width 16).
+- `generation_lm(seed, memory_length, sampler)`: the generation tests'
+  LM, its weights drawn by numpy (`draw_normal_weights`), the same on
+  every backend; `padded` and `prompts_of` make its prompts.
+- `random_ids`, `shakespeare_ids`: token ids.
+- `PLAIN_LM`, `COMPRESSIVE_LM`, `EXPORT_LM`, `PAPER_BACKBONE`: the size
+  sets that several test files share (`tiny_lm(**PLAIN_LM)`).
 """
 
 import keras
@@ -31,6 +37,7 @@ from keras_txl.models import TransformerXLCausalLMPreprocessor
 from tests.test_case import DATA
 
 VOCABULARY_SIZE = 20
+GENERATION_VOCABULARY_SIZE = 41  # generation_lm's
 
 # The compressive memory of the compressive tests: Mc=3, c=2, conv.
 COMPRESSIVE = dict(
@@ -142,7 +149,7 @@ def generation_lm(seed=2, memory_length=8, sampler="greedy", **sizes):
         seed=None,
         build=True,
         **{
-            "vocabulary_size": 41,
+            "vocabulary_size": GENERATION_VOCABULARY_SIZE,
             "hidden_dim": 16,
             "memory_length": memory_length,
             **sizes,
@@ -180,6 +187,25 @@ def draw_normal_weights(lm, seed):
         if "norm" not in weight.path and "output_bias" not in weight.path:
             weight.assign(rng.normal(size=weight.shape).astype("float32"))
     return lm
+
+
+def padded(prompts, max_length):
+    """Right-padded `{"token_ids", "padding_mask"}` of a list of prompts."""
+    token_ids = np.zeros((len(prompts), max_length), "int32")
+    padding_mask = np.zeros((len(prompts), max_length), bool)
+    for row, prompt in enumerate(prompts):
+        token_ids[row, : len(prompt)] = prompt
+        padding_mask[row, : len(prompt)] = True
+    return {"token_ids": token_ids, "padding_mask": padding_mask}
+
+
+def prompts_of(lengths, seed=1):
+    """Random prompts of `lengths` tokens (no 0) for `generation_lm`."""
+    rng = np.random.RandomState(seed)
+    return [
+        rng.randint(1, GENERATION_VOCABULARY_SIZE, size=n).tolist()
+        for n in lengths
+    ]
 
 
 def random_ids(shape, seed=0, high=VOCABULARY_SIZE):

@@ -11,11 +11,11 @@ import pytest
 from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
-from tests.models.test_generate import padded
-from tests.models.test_generate import prompts_of
 from tests.test_case import to_numpy
 from tests.tiny_models import backbone_config
 from tests.tiny_models import generation_lm
+from tests.tiny_models import padded
+from tests.tiny_models import prompts_of
 
 TINY = backbone_config(
     vocabulary_size=30, num_layers=3, memory_length=5, initializer_range=0.5
