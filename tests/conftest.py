@@ -20,7 +20,8 @@ os.environ["KERAS_TXL_CACHE"] = tempfile.mkdtemp(prefix="keras_txl_cache_")
 # the fresh-process children). One persistent compilation cache per test
 # session, shared by all of them, compiles each program once: measured on
 # 2 cores, a fresh-process child that loads four runs 164 s -> 37 s, and
-# tests/models/test_generate.py 224 s -> 65 s with the cache filled. The
+# tests/models/test_transformer_xl_generation.py (then test_generate.py)
+# 224 s -> 65 s with the cache filled. The
 # first process that imports this file (the xdist controller) makes it;
 # the workers and children inherit the variable.
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:

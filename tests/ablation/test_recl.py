@@ -1,6 +1,7 @@
 """RECL on synthetic loss curves, checked against hand-computed answers
 (Dai et al., 2019, appendix C)."""
 
+import functools
 import math
 
 import numpy as np
@@ -11,8 +12,11 @@ from keras_txl.ablation import context_losses
 from keras_txl.ablation import relative_effective_context_length
 from keras_txl.ablation import relative_gain
 from keras_txl.ablation import relative_gains
-from tests.models.test_transformer_xl_causal_lm import _lm
 from tests.test_case import to_numpy
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
+
+_lm = functools.partial(tiny_lm, **PLAIN_LM)
 
 
 def _curves(**models):

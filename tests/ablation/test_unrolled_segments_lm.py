@@ -1,3 +1,5 @@
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -5,9 +7,12 @@ from keras import ops
 
 from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.ablation import UnrolledSegmentsLM
-from tests.models.test_transformer_xl_causal_lm import _lm
 from tests.test_case import to_numpy
 from tests.test_case import variable_gradients
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
+
+_lm = functools.partial(tiny_lm, **PLAIN_LM)
 
 
 @pytest.mark.torch_ok

@@ -7,16 +7,9 @@ from keras_txl.ablation import measure_step_cost
 from keras_txl.app.ablation_cli import ablate_main
 from keras_txl.app.ablation_cli import recl_main
 from tests.test_case import DATA
+from tests.tiny_models import backbone_config
 
-TINY = dict(
-    vocabulary_size=20,
-    num_layers=1,
-    num_heads=2,
-    hidden_dim=8,
-    head_dim=4,
-    intermediate_dim=16,
-    memory_length=4,
-)
+TINY = backbone_config(num_layers=1)
 
 
 @pytest.mark.slow

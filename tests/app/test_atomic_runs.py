@@ -18,7 +18,7 @@ import numpy as np
 from keras_txl import data
 from keras_txl.app import artifacts
 from keras_txl.app.train_config import TrainConfig
-from tests.reliability.tiny import tiny_lm
+from tests.tiny_models import tiny_lm
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -17,7 +17,7 @@ from keras_txl.app.convert_command import sentence_log_probabilities
 from keras_txl.convert import preset_loader
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLTokenizer
-from tests.models.test_transformer_xl_causal_lm_preprocessor import _lm
+from tests.tiny_models import tokenizer_lm
 
 HF_FOLDER = os.path.join(
     os.path.dirname(__file__), "..", "fixtures", "hf_transfo_xl"
@@ -27,8 +27,7 @@ HF_FOLDER = os.path.join(
 def _lm_for(tokenizer):
     """The preprocessor tests' tiny LM, adaptive for the fixture's 1,203
     words."""
-    keras.utils.set_random_seed(0)
-    return _lm(tokenizer, cutoffs=[100, 400, 900], div_val=2)
+    return tokenizer_lm(tokenizer, seed=0, cutoffs=[100, 400, 900], div_val=2)
 
 
 def test_preset_round_trip_is_exact_with_keras_hub(tmp_path):

@@ -7,8 +7,7 @@ import sys
 
 from keras_txl.app import artifacts
 from keras_txl.data import ByteTokenizer
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
+from tests.tiny_models import tiny_lm
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,16 +15,12 @@ REPO = os.path.dirname(
 
 
 def test_evaluate_dynamic_prints_static_and_dynamic_side_by_side(tmp_path):
-    lm = TransformerXLCausalLM(
-        TransformerXLBackbone(
-            vocabulary_size=256,
-            num_layers=1,
-            num_heads=2,
-            hidden_dim=16,
-            head_dim=8,
-            intermediate_dim=32,
-            memory_length=8,
-        )
+    lm = tiny_lm(
+        seed=None,
+        vocabulary_size=256,
+        num_layers=1,
+        hidden_dim=16,
+        memory_length=8,
     )
     run = str(tmp_path / "run")
     artifacts.save_model(lm, run, ByteTokenizer())

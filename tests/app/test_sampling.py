@@ -6,7 +6,7 @@ import pytest
 from keras_txl import data
 from keras_txl.app.sampling import generate_text
 from keras_txl.app.sampling import prompt_as_read
-from tests.reliability.tiny import tiny_lm
+from tests.tiny_models import tiny_lm
 
 TEXT = "the cat sat on the mat\nthe dog sat on the log\n"
 NEW = 5

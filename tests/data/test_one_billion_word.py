@@ -110,25 +110,21 @@ def test_dataset_reads_shuffled_whole_sentences(fake_layout, tmp_path):
 def test_trains_through_the_adaptive_softmax(fake_layout, tmp_path):
     import keras
 
-    from keras_txl.models import TransformerXLBackbone
-    from keras_txl.models import TransformerXLCausalLM
+    from tests.tiny_models import tiny_lm
 
     path, _, heldout = fake_layout
     files = one_billion_word_files(path)
     tokenizer = one_billion_word_tokenizer(files, cache_dir=tmp_path)
     size = int(tokenizer.vocabulary_size())
-    backbone = TransformerXLBackbone(
+    lm = tiny_lm(
+        seed=None,
         vocabulary_size=size,
         num_layers=1,
-        num_heads=2,
         hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
         memory_length=8,
         cutoffs=[10, 25],
         div_val=2,
     )
-    lm = TransformerXLCausalLM(backbone)
     lm.compile(optimizer=keras.optimizers.Adam(1e-3))
     train = one_billion_word_dataset(
         files, tokenizer, 2, 8, seed=0, cache_dir=tmp_path

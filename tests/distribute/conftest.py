@@ -9,16 +9,8 @@ from pathlib import Path
 import keras
 import pytest
 
-# A backbone small enough to build and fit in seconds.
-_TINY_CONFIG = dict(
-    vocabulary_size=20,
-    num_layers=2,
-    num_heads=2,
-    hidden_dim=8,
-    head_dim=4,
-    intermediate_dim=16,
-    memory_length=4,
-)
+from tests.tiny_models import backbone_config
+
 SCRIPT = Path(__file__).with_name("two_device_run.py")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,7 +97,7 @@ def two_process_reports(tmp_path):
 @pytest.fixture
 def tiny_config():
     """Keyword arguments of a tiny `TransformerXLBackbone`."""
-    return dict(_TINY_CONFIG)
+    return backbone_config()
 
 
 @pytest.fixture

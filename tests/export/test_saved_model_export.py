@@ -10,6 +10,7 @@ from txl_export_testing import tiny_lm
 
 from keras_txl.export import export_main
 from keras_txl.export import export_saved_model
+from keras_txl.models import CompressiveTransformerXLBackbone
 
 SERVER_SCRIPT = os.path.join(
     REPO_ROOT, "tests", "export", "serve_without_keras.py"
@@ -99,7 +100,11 @@ def test_signatures_have_dynamic_batch_and_static_memory(tmp_path):
 def test_compressive_export_threads_the_compressed_memory(tmp_path):
     import tensorflow as tf
 
-    lm = tiny_lm(compressed_memory_length=2, compression_rate=2)
+    lm = tiny_lm(
+        backbone_class=CompressiveTransformerXLBackbone,
+        compressed_memory_length=2,
+        compression_rate=2,
+    )
     path = tmp_path / "out"
     export_saved_model(lm, path, segment_length=4, memory_length=4)
     loaded = tf.saved_model.load(str(path))

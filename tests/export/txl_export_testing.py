@@ -1,6 +1,7 @@
 """Helpers shared by the export tests: a tiny seeded model, the Keras
 reference of a segment loop, and a runner for child Python processes."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -8,34 +9,15 @@ import sys
 import keras
 import numpy as np
 
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
+from tests.tiny_models import EXPORT_LM
+from tests.tiny_models import tiny_lm as shared_tiny_lm
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-VOCABULARY_SIZE = 37
+VOCABULARY_SIZE = EXPORT_LM["vocabulary_size"]
 
 
-def tiny_lm(seed=0, tie_weights=True, **backbone_kwargs):
-    """A 2-layer model whose weights are drawn from `seed`."""
-    keras.utils.set_random_seed(seed)
-    config = dict(
-        vocabulary_size=VOCABULARY_SIZE,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
-        memory_length=6,
-        clamp_length=10,
-        initializer_range=0.3,
-    )
-    config.update(backbone_kwargs)
-    # The compressive memory's arguments make it the Compressive
-    # Transformer's backbone.
-    backbone = TransformerXLBackbone.from_config(config)
-    lm = TransformerXLCausalLM(backbone, tie_weights=tie_weights)
-    lm.build()
-    return lm
+# The export tests' model, its weights drawn from `seed`.
+tiny_lm = functools.partial(shared_tiny_lm, **EXPORT_LM)
 
 
 def segments(batch_size=2, segment_length=4, num_segments=4, seed=1):

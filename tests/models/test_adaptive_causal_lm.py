@@ -1,3 +1,5 @@
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -7,20 +9,11 @@ from keras_txl.layers import AdaptiveEmbedding
 from keras_txl.layers import AdaptiveSoftmax
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
+from tests.tiny_models import tiny_backbone
 
-
-def _backbone(**kwargs):
-    arguments = dict(
-        vocabulary_size=40,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=8,
-        head_dim=4,
-        intermediate_dim=16,
-        memory_length=4,
-    )
-    arguments.update(kwargs)
-    return TransformerXLBackbone(**arguments)
+_backbone = functools.partial(
+    tiny_backbone, seed=None, vocabulary_size=40, num_layers=1
+)
 
 
 def test_plain_backbone_keeps_its_embedding_and_output():

@@ -1,27 +1,23 @@
-"""The backbone and the LM under keras-hub's own test harness
-(`keras_hub.src.tests.test_case.TestCase`): serialization, eager and
-compiled calls, variable lengths, quantization policies, `.keras` saving,
-and the task test (predict and fit on strings through the preprocessor)."""
+"""The backbones (plain, compressive, ablation) and the LM under
+keras-hub's own test harness (`keras_hub.src.tests.test_case.TestCase`):
+serialization, eager and compiled calls, variable lengths, quantization
+policies, `.keras` saving, and the task test (predict and fit on strings
+through the preprocessor)."""
 
 import keras
 import numpy as np
 import pytest
 from keras_hub.src.tests import test_case as keras_hub_test_case
 
+from keras_txl.ablation import AblationTransformerXLBackbone
+from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor
 from keras_txl.models import TransformerXLTokenizer
+from tests.tiny_models import backbone_config
 
-_BACKBONE = dict(
-    vocabulary_size=12,
-    num_layers=2,
-    num_heads=2,
-    hidden_dim=8,
-    head_dim=4,
-    intermediate_dim=16,
-    memory_length=3,
-)
+_BACKBONE = backbone_config(vocabulary_size=12, memory_length=3)
 
 
 def _inputs(batch=2, length=5, memory_length=3):
@@ -33,6 +29,16 @@ def _inputs(batch=2, length=5, memory_length=3):
         ),
         "valid_length": np.full((batch,), memory_length, "int32"),
     }
+
+
+def _shorter_segments(data, lengths=(1, 2, 4)):
+    """`data` with segments of `lengths` tokens. keras-hub slices axis 1
+    of every input, which is the layer axis of the memory: only the
+    segment length varies here."""
+    return [
+        dict(data, token_ids=data["token_ids"][:, :length])
+        for length in lengths
+    ]
 
 
 class TaskUnderTest(TransformerXLCausalLM):
@@ -67,12 +73,65 @@ class KerasHubHarnessTest(keras_hub_test_case.TestCase):
                 "memory": (2, 2, 3, 8),
                 "valid_length": (2,),
             },
-            # keras-hub slices axis 1 of every input, which is the layer
-            # axis of the memory: only the segment length varies here.
-            variable_length_data=[
-                dict(data, token_ids=data["token_ids"][:, :length])
-                for length in (1, 2, 4)
-            ],
+            variable_length_data=_shorter_segments(data),
+        )
+
+    @pytest.mark.slow
+    def test_compressive_backbone(self):
+        """`run_backbone_test`'s serialization and eager checks, and the
+        saving test. Not its `predict`, which concatenates each batch's
+        scalar reconstruction loss (JAX refuses), nor its mixed precision
+        check, which refuses that float32 loss (float32 by design, see
+        `CompressiveMemory`; test_memory_dtype.py checks this backbone's
+        memory under each policy), nor quantization, which is the plain
+        backbone's attention (tested above and in test_quantization.py)
+        and took most of this test's time."""
+        # Segments of a multiple of the compression rate.
+        data = dict(
+            _inputs(length=4),
+            compressed_memory=np.zeros((2, 2, 2, 8), "float32"),
+            compressed_valid_length=np.zeros((2,), "int32"),
+        )
+        init_kwargs = dict(
+            _BACKBONE, compressed_memory_length=2, compression_rate=2
+        )
+        backbone = CompressiveTransformerXLBackbone(**init_kwargs)
+        self.run_serialization_test(backbone)
+        output = backbone(data)
+        shapes = {key: tuple(value.shape) for key, value in output.items()}
+        assert shapes == {
+            "sequence_output": (2, 4, 8),
+            "memory": (2, 2, 3, 8),
+            "valid_length": (2,),
+            "compressed_memory": (2, 2, 2, 8),
+            "compressed_valid_length": (2,),
+            "reconstruction_loss": (),
+        }
+        backbone(dict(data, token_ids=data["token_ids"][:, :2]))
+        self.run_model_saving_test(
+            cls=CompressiveTransformerXLBackbone,
+            init_kwargs=init_kwargs,
+            input_data=data,
+        )
+
+    @pytest.mark.slow
+    def test_ablation_backbone(self):
+        data = _inputs()
+        self.run_backbone_test(
+            cls=AblationTransformerXLBackbone,
+            init_kwargs=dict(
+                _BACKBONE,
+                position_encoding="learned_relative",
+                max_relative_distance=4,
+                stop_memory_gradient=False,
+            ),
+            input_data=data,
+            expected_output_shape={
+                "sequence_output": (2, 5, 8),
+                "memory": (2, 2, 3, 8),
+                "valid_length": (2,),
+            },
+            variable_length_data=_shorter_segments(data),
         )
 
     @pytest.mark.slow

@@ -11,20 +11,14 @@ import pytest
 from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
-from tests.models.test_generate import make_lm
-from tests.models.test_generate import padded
-from tests.models.test_generate import prompts_of
 from tests.test_case import to_numpy
+from tests.tiny_models import backbone_config
+from tests.tiny_models import generation_lm
+from tests.tiny_models import padded
+from tests.tiny_models import prompts_of
 
-TINY = dict(
-    vocabulary_size=30,
-    num_layers=3,
-    num_heads=2,
-    hidden_dim=8,
-    head_dim=4,
-    intermediate_dim=16,
-    memory_length=5,
-    initializer_range=0.5,
+TINY = backbone_config(
+    vocabulary_size=30, num_layers=3, memory_length=5, initializer_range=0.5
 )
 
 
@@ -86,7 +80,7 @@ def test_position_keys_are_computed_once_per_length(monkeypatch):
     assert len(keys) == 3
     assert [tuple(k.shape) for k in keys] == [(2, 4, 7)] * 3
 
-    lm = make_lm(memory_length=6)
+    lm = generation_lm(memory_length=6)
     # Eager: TensorFlow and torch run the Python of every step (JAX traces
     # its loops' bodies once), so the counts are of steps.
     lm.compile(sampler="greedy", run_eagerly=True)
@@ -132,7 +126,7 @@ def test_position_keys_are_computed_once_per_length(monkeypatch):
 
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_generate_gives_the_tokens_of_the_graph(pre_norm):
-    lm = make_lm(seed=5, memory_length=6, pre_norm=pre_norm)
+    lm = generation_lm(seed=5, memory_length=6, pre_norm=pre_norm)
     prompts = padded(prompts_of([3, 7, 1], seed=4), 20)
     cached = lm.generate(prompts, stop_token_ids=None)
     lm.backbone._generates_from_key_values = False

@@ -2,6 +2,7 @@
 `save_lora_weights` / `load_lora_weights` give back the trained model
 exactly."""
 
+import functools
 import os
 
 import keras
@@ -9,17 +10,17 @@ import numpy as np
 import pytest
 
 from keras_txl.models import TransformerXLCausalLM
-from tests.models.test_transformer_xl_causal_lm import _lm as _plain_lm
 from tests.test_case import to_numpy
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
 
 HF_FOLDER = os.path.join(
     os.path.dirname(__file__), "..", "fixtures", "hf_transfo_xl"
 )
 
 
-def _lm(**config):
-    """The shared tiny model (seeded, built), with its own output kernel."""
-    return _plain_lm(tie_weights=False, **config)
+# The shared tiny model (seeded, built), with its own output kernel.
+_lm = functools.partial(tiny_lm, tie_weights=False, **PLAIN_LM)
 
 
 def _fit(lm, seed=0):
@@ -77,7 +78,7 @@ def test_lora_before_the_first_build_freezes_the_output_layer():
     """`enable_lora` on a model not built yet (as from a constructor): the
     output layer made by the first `fit` is frozen too."""
     keras.utils.set_random_seed(0)
-    lm = TransformerXLCausalLM(_plain_lm().backbone)  # not built
+    lm = TransformerXLCausalLM(tiny_lm(**PLAIN_LM).backbone)  # not built
     lm.backbone.enable_lora(2)
     _fit(lm)
     trainable = {v.path for v in lm.trainable_variables}

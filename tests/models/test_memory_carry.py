@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from keras_txl.models import MemoryReset
+from tests.tiny_models import training_lm
 from tests.training.helpers import explicit_loop
 from tests.training.helpers import nll
 from tests.training.helpers import ordered_arrays
 from tests.training.helpers import ordered_dataset
 from tests.training.helpers import periodic_ids
-from tests.training.helpers import tiny_lm
 
 V, T, B = 16, 8, 4
 
@@ -26,7 +26,7 @@ class _Frozen:
         self.ids = periodic_ids(0, 10, T, 4, V)
         self.inputs, self.targets = ordered_arrays(self.ids, B, T)
         self.dataset = ordered_dataset(self.ids, B, T)
-        self.lm = tiny_lm(V, T, initializer_range=0.5)
+        self.lm = training_lm(V, T, initializer_range=0.5)
         self.lm.compile(optimizer=keras.optimizers.SGD(0.0))
         self.logits, self.memory = explicit_loop(self.lm, self.inputs)
 
@@ -145,7 +145,7 @@ def test_few_rows_are_one_batch_of_keras_default_size():
     """4 rows with Keras's default `batch_size` (32) are one batch of 4:
     one batch size, so `predict` and `evaluate` accept them; 40 rows in
     batches of 32 and 8 are still refused."""
-    lm = tiny_lm(V, T)
+    lm = training_lm(V, T)
     lm.compile()
     ids = np.arange(4 * T).reshape(4, T) % V
     logits = lm.predict(ids, verbose=0)
@@ -166,7 +166,7 @@ def test_fit_solves_a_task_only_the_previous_batch_can_solve():
     dataset = ordered_dataset(ids, 8, T)
     losses = {}
     for memory_length in (T, 0):
-        lm = tiny_lm(V, memory_length, hidden_dim=32, intermediate_dim=64)
+        lm = training_lm(V, memory_length, hidden_dim=32, intermediate_dim=64)
         lm.compile(optimizer=keras.optimizers.Adam(3e-3))
         lm.fit(dataset, epochs=3, verbose=0)
         losses[memory_length] = lm.evaluate(dataset, verbose=0)[0]

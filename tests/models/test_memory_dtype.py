@@ -4,6 +4,8 @@ and the SavedModel signatures. It loses nothing: the states stored are
 layer outputs already computed in that dtype, so a float32 memory holds
 the same values in twice the bytes."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -13,16 +15,16 @@ from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.training import StepHistory
 from keras_txl.training import TrainingCheckpoint
-from tests.models.test_transformer_xl_causal_lm import _lm as _plain_lm
 from tests.test_case import dtype_name
 from tests.test_case import to_numpy
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
 
 T = 4
 
 
-def _lm(dtype="mixed_bfloat16", **overrides):
-    """The plain tests' tiny LM (2 layers, width 8, M=4) under `dtype`."""
-    return _plain_lm(dtype=dtype, **overrides)
+# The plain tests' tiny LM (2 layers, width 8, M=4) under mixed bfloat16.
+_lm = functools.partial(tiny_lm, dtype="mixed_bfloat16", **PLAIN_LM)
 
 
 def _tokens(segments=3, batch=2):
@@ -51,7 +53,7 @@ def _run(lm, tokens):
 )
 def test_memory_is_in_the_compute_dtype(policy, expected):
     lm = _lm(
-        policy,
+        dtype=policy,
         backbone_class=CompressiveTransformerXLBackbone,
         compressed_memory_length=2,
         compression_rate=2,

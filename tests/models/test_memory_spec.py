@@ -11,16 +11,9 @@ from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.training import StepHistory
 from keras_txl.training import TrainingCheckpoint
+from tests.tiny_models import backbone_config
 
-TINY = dict(
-    vocabulary_size=12,
-    num_layers=2,
-    num_heads=2,
-    hidden_dim=8,
-    head_dim=4,
-    intermediate_dim=16,
-    memory_length=4,
-)
+TINY = backbone_config(vocabulary_size=12)
 
 
 def test_keys_shapes_and_dtypes():

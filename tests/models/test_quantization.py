@@ -1,13 +1,14 @@
 """`quantize()` on the backbone and the LM: numbers close to the float
 model's, or a refusal before any layer changes."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
 
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
 from tests.test_case import to_numpy
+from tests.tiny_models import tiny_lm
 
 # Largest |quantized - float| of the logits, relative to the largest
 # |float logit|, on this tiny random model (measured: int8 0.005 to 0.02,
@@ -16,20 +17,13 @@ from tests.test_case import to_numpy
 _TOLERANCE = {"int8": 0.05, "int4": 0.5, "float8": 0.15}
 
 
-def _lm(dtype=None, tie_weights=True):
-    keras.utils.set_random_seed(0)
-    backbone = TransformerXLBackbone(
-        vocabulary_size=30,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
-        memory_length=5,
-        initializer_range=0.2,
-        dtype=dtype,
-    )
-    return TransformerXLCausalLM(backbone, tie_weights=tie_weights)
+_lm = functools.partial(
+    tiny_lm,
+    vocabulary_size=30,
+    hidden_dim=16,
+    memory_length=5,
+    initializer_range=0.2,
+)
 
 
 def _two_segments(lm, tokens):

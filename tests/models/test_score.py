@@ -6,31 +6,21 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training.evaluation import evaluate_segments
 from tests.test_case import to_numpy
+from tests.tiny_models import tiny_lm
 
 VOCABULARY_SIZE = 30
 
 
 @pytest.fixture(scope="module")
 def lm():
-    keras.utils.set_random_seed(0)
-    model = TransformerXLCausalLM(
-        TransformerXLBackbone(
-            vocabulary_size=VOCABULARY_SIZE,
-            num_layers=2,
-            num_heads=2,
-            hidden_dim=8,
-            head_dim=4,
-            intermediate_dim=16,
-            memory_length=6,
-            initializer_range=0.3,
-        )
+    return tiny_lm(
+        build=True,
+        vocabulary_size=VOCABULARY_SIZE,
+        memory_length=6,
+        initializer_range=0.3,
     )
-    model.build()
-    return model
 
 
 def _ids(shape, seed=0):

@@ -1,25 +1,15 @@
+import functools
+
 import keras
 import numpy as np
 import pytest
 
 from keras_txl.models import TransformerXLBackbone
 from tests.test_case import to_numpy
+from tests.tiny_models import PAPER_BACKBONE
+from tests.tiny_models import tiny_backbone
 
-
-def _backbone(backbone_class=TransformerXLBackbone, **overrides):
-    kwargs = dict(
-        vocabulary_size=30,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
-        memory_length=8,
-        initializer_range=0.3,
-    )
-    kwargs.update(overrides)
-    keras.utils.set_random_seed(0)
-    return backbone_class(**kwargs)
+_backbone = functools.partial(tiny_backbone, **PAPER_BACKBONE)
 
 
 @pytest.mark.torch_ok

@@ -1,3 +1,4 @@
+import functools
 import warnings
 
 import keras
@@ -5,32 +6,15 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from tests.test_case import dtype_name
 from tests.test_case import gradients
 from tests.test_case import to_numpy
 from tests.test_case import variable_gradients
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
 
-
-def _lm(tie_weights=True, backbone_class=TransformerXLBackbone, **overrides):
-    kwargs = dict(
-        vocabulary_size=20,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=8,
-        head_dim=4,
-        intermediate_dim=16,
-        memory_length=4,
-        initializer_range=0.3,
-    )
-    kwargs.update(overrides)
-    keras.utils.set_random_seed(0)
-    lm = TransformerXLCausalLM(
-        backbone_class(**kwargs), tie_weights=tie_weights
-    )
-    lm.build()
-    return lm
+_lm = functools.partial(tiny_lm, **PLAIN_LM)
 
 
 def _nll(lm, tokens, targets, memory):

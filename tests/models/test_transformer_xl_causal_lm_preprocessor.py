@@ -15,10 +15,9 @@ import tensorflow as tf
 
 from keras_txl.data import CharacterTokenizer
 from keras_txl.data import make_tokenizer
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor
 from keras_txl.models import TransformerXLTokenizer
+from tests.tiny_models import tokenizer_lm
 
 WORDS = ["<eos>", "<unk>", "a", "b", "c"]
 
@@ -87,25 +86,7 @@ def test_preprocessor_like_keras_hub(kind):
     assert preprocessor(texts, sequence_length=4)[1].shape == (3, 4)
 
 
-def _lm(tokenizer, sequence_length=8, **backbone_options):
-    """A one-layer LM of width 8 (M=4) with `tokenizer` as preprocessor,
-    compiled with a greedy sampler."""
-    backbone = TransformerXLBackbone(
-        vocabulary_size=tokenizer.vocabulary_size(),
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=8,
-        head_dim=4,
-        intermediate_dim=16,
-        memory_length=4,
-        **backbone_options,
-    )
-    preprocessor = TransformerXLCausalLMPreprocessor(
-        tokenizer, sequence_length=sequence_length
-    )
-    lm = TransformerXLCausalLM(backbone, preprocessor=preprocessor)
-    lm.compile(sampler="greedy")
-    return lm
+_lm = tokenizer_lm
 
 
 def test_fit_on_strings_keeps_strings_independent():

@@ -19,11 +19,11 @@ from keras_txl import models
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training.nan_guard import NanGuard
-from tests.reliability.tiny import BACKBONE_KWARGS
-from tests.reliability.tiny import VOCABULARY_SIZE
-from tests.reliability.tiny import random_ids
-from tests.reliability.tiny import tiny_lm
 from tests.test_case import to_numpy
+from tests.tiny_models import BACKBONE_KWARGS
+from tests.tiny_models import VOCABULARY_SIZE
+from tests.tiny_models import random_ids
+from tests.tiny_models import tiny_lm
 
 V = VOCABULARY_SIZE
 

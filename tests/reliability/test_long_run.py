@@ -16,11 +16,11 @@ import pytest
 
 from keras_txl import data
 from keras_txl.models import TransformerXLCausalLM
-from tests.reliability.tiny import BACKBONE_KWARGS
-from tests.reliability.tiny import VOCABULARY_SIZE
-from tests.reliability.tiny import random_ids
-from tests.reliability.tiny import tiny_lm
 from tests.test_case import to_numpy
+from tests.tiny_models import BACKBONE_KWARGS
+from tests.tiny_models import VOCABULARY_SIZE
+from tests.tiny_models import random_ids
+from tests.tiny_models import tiny_lm
 
 SEGMENTS = 2_000
 WARM_UP = 200

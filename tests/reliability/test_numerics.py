@@ -9,11 +9,11 @@ from keras_txl import data
 from keras_txl.layers import RelativeMultiHeadAttention
 from keras_txl.layers import RelativePositionEmbedding
 from keras_txl.training.nan_guard import NanGuard
-from tests.reliability.tiny import random_ids
-from tests.reliability.tiny import shakespeare_ids
-from tests.reliability.tiny import tiny_lm
 from tests.test_case import dtype_name
 from tests.test_case import to_numpy
+from tests.tiny_models import random_ids
+from tests.tiny_models import shakespeare_ids
+from tests.tiny_models import tiny_lm
 
 
 @pytest.mark.torch_ok
@@ -53,8 +53,6 @@ def _fit_200_steps(policy):
     lm = tiny_lm(
         vocabulary_size=vocabulary_size,
         hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
         memory_length=8,
     )
     lm.compile(optimizer=keras.optimizers.Adam(3e-3))

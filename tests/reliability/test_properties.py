@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from keras_txl import data
 from keras_txl import layers
 from keras_txl.models import TransformerXLBackbone
-from tests.reliability.tiny import VOCABULARY_SIZE
-from tests.reliability.tiny import tiny_lm
 from tests.test_case import to_numpy
+from tests.tiny_models import VOCABULARY_SIZE
+from tests.tiny_models import tiny_lm
 
 V = VOCABULARY_SIZE
 

@@ -24,11 +24,9 @@ import pytest
 
 from keras_txl import data
 from keras_txl.app import artifacts
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
-from tests.reliability.tiny import BACKBONE_KWARGS
-from tests.reliability.tiny import random_ids
 from tests.test_case import to_numpy
+from tests.tiny_models import random_ids
+from tests.tiny_models import tiny_lm
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -86,11 +84,11 @@ def _lm(kind):
         add_start_token=False,
         add_end_token=False,
     )
-    backbone = TransformerXLBackbone(
-        **{**BACKBONE_KWARGS, "vocabulary_size": tokenizer.vocabulary_size()}
-    )
-    return TransformerXLCausalLM(
-        backbone, tie_weights=kind == "char", preprocessor=preprocessor
+    return tiny_lm(
+        seed=None,
+        tie_weights=kind == "char",
+        preprocessor=preprocessor,
+        vocabulary_size=tokenizer.vocabulary_size(),
     )
 
 
@@ -144,7 +142,7 @@ from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.app import artifacts
 from keras_txl.app import artifacts
-from tests.reliability.tiny import BACKBONE_KWARGS
+from tests.tiny_models import BACKBONE_KWARGS
 
 lm = TransformerXLCausalLM(TransformerXLBackbone(**BACKBONE_KWARGS))
 lm(np.zeros((2, 3), "int32"))

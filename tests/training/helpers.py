@@ -5,12 +5,8 @@ does (the authors' ordered layout: row `b` of batch `i + 1` continues row
 `b` of batch `i`), so that these tests do not depend on the data package.
 """
 
-import keras
 import numpy as np
 import tensorflow as tf
-
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
 
 
 def ordered_arrays(ids, batch_size, sequence_length):
@@ -44,21 +40,6 @@ def periodic_ids(seed, num_documents, period, repeats, vocabulary_size):
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, vocabulary_size, size=(num_documents, period))
     return np.repeat(blocks, repeats, axis=0).reshape(-1).astype("int32")
-
-
-def tiny_lm(vocabulary_size=16, memory_length=8, seed=0, **kwargs):
-    keras.utils.set_random_seed(seed)
-    config = dict(
-        vocabulary_size=vocabulary_size,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
-        memory_length=memory_length,
-    )
-    config.update(kwargs)
-    return TransformerXLCausalLM(TransformerXLBackbone(**config))
 
 
 def explicit_loop(lm, inputs, memory_length=None):

@@ -10,8 +10,9 @@ import tensorflow as tf
 from keras_txl.training import MemoryReset
 from keras_txl.training import StepHistory
 from keras_txl.training import TrainingCheckpoint
-from tests.models.test_compressive_backbone import _lm
 from tests.test_case import to_numpy
+from tests.tiny_models import COMPRESSIVE_LM
+from tests.tiny_models import tiny_lm
 
 T, BATCH, STEPS, STOP = 4, 2, 6, 3
 
@@ -33,7 +34,7 @@ def _compiled_lm():
     # memory costs (0.10). SGD with momentum has optimizer state to
     # restore, and unlike Adam it does not blow noise in near-zero
     # gradients up to full-size steps.
-    lm = _lm(dtype="float64")
+    lm = tiny_lm(dtype="float64", **COMPRESSIVE_LM)
     lm.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9))
     return lm
 

@@ -12,10 +12,10 @@ from keras_txl.data import builtin_corpus
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import dynamic_evaluation
 from keras_txl.training import evaluate_segments
+from tests.tiny_models import training_lm
 
 from .helpers import ordered_dataset
 from .helpers import periodic_ids
-from .helpers import tiny_lm
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 HF_FOLDER = os.path.join(ROOT, "tests", "fixtures", "hf_transfo_xl")
@@ -24,7 +24,7 @@ V, T = 16, 8
 
 @pytest.fixture(scope="module")
 def lm():
-    model = tiny_lm(V, T)
+    model = training_lm(V, T)
     # Built now: a test that runs first in its worker (torch's run selects
     # a few) reads the weights before any call would build the output
     # layer.
@@ -170,7 +170,7 @@ def test_lower_loss_than_static_on_a_shifted_domain():
         train = np.frombuffer(f.read(20_000), dtype="uint8").astype("int32")
     shifted = builtin_corpus()[:2_000].encode("utf-8")
     shifted = np.frombuffer(shifted, dtype="uint8").astype("int32")
-    lm = tiny_lm(256, 32, seed=1, hidden_dim=32, intermediate_dim=64)
+    lm = training_lm(256, 32, seed=1, hidden_dim=32, intermediate_dim=64)
     lm.compile(optimizer=keras.optimizers.Adam(3e-3))
     lm.fit(ordered_dataset(train, 8, 32), epochs=1, verbose=0)
     kwargs = dict(segment_length=32, memory_length=32)

@@ -1,5 +1,7 @@
 """Evaluation with another memory length than in training."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -11,22 +13,25 @@ from keras_txl.training import evaluate_bpc
 from keras_txl.training.evaluation import bits_per_token
 from keras_txl.training.evaluation import per_token_losses
 from keras_txl.training.evaluation import text_streams
-from tests.models.test_transformer_xl_causal_lm import _lm
 from tests.test_case import to_numpy
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
+from tests.tiny_models import training_lm
 
 from .helpers import explicit_loop
 from .helpers import nll
 from .helpers import ordered_arrays
 from .helpers import ordered_dataset
 from .helpers import periodic_ids
-from .helpers import tiny_lm
+
+_lm = functools.partial(tiny_lm, **PLAIN_LM)
 
 V, T = 16, 8
 
 
 @pytest.mark.torch_ok
 def test_with_memory_length_shares_the_weights_not_the_memory():
-    lm = tiny_lm(V, T)
+    lm = training_lm(V, T)
     lm.compile()
     other = lm.with_memory_length(3 * T)
     assert other.memory_state.memory_length == 3 * T
@@ -46,7 +51,7 @@ def test_with_memory_length_shares_the_weights_not_the_memory():
 @pytest.mark.torch_ok
 def test_evaluate_bpc_with_no_memory_and_a_longer_memory():
     # Batch size 3 here, the model never trained: any batch size works.
-    lm = tiny_lm(V, T, initializer_range=0.5)
+    lm = training_lm(V, T, initializer_range=0.5)
     ids = periodic_ids(2, 6, T, 4, V)
     inputs, targets = ordered_arrays(ids, 3, T)
     dataset = ordered_dataset(ids, 3, T)
@@ -67,7 +72,7 @@ def test_evaluate_bpc_with_no_memory_and_a_longer_memory():
 
 @pytest.mark.torch_ok
 def test_with_memory_length_of_an_adaptive_model_saves_and_loads(tmp_path):
-    backbone = tiny_lm(40, T, cutoffs=[10, 25], div_val=2).backbone
+    backbone = training_lm(40, T, cutoffs=[10, 25], div_val=2).backbone
     lm = TransformerXLCausalLM(
         backbone, tie_projections=False, tail_capacity=0.5
     )

@@ -11,26 +11,15 @@ import pytest
 import tensorflow as tf
 
 from keras_txl.app import artifacts
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import StepHistory
 from keras_txl.training import TrainingCheckpoint
 from keras_txl.training.schedules import transformer_xl_optimizer
 from tests.test_case import to_numpy
+from tests.tiny_models import tiny_lm
 
 
 def _lm():
-    lm = TransformerXLCausalLM(
-        TransformerXLBackbone(
-            vocabulary_size=20,
-            num_layers=1,
-            num_heads=2,
-            hidden_dim=8,
-            head_dim=4,
-            intermediate_dim=16,
-            memory_length=4,
-        )
-    )
+    lm = tiny_lm(seed=None, num_layers=1)
     lm.compile(
         optimizer=transformer_xl_optimizer(1e-3, total_steps=10, warmup_steps=2)
     )

@@ -1,6 +1,8 @@
 """The compressive memory (Rae et al., 2019) plumbed through the backbone
 and the causal LM."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -9,26 +11,20 @@ from keras import ops
 from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
-from tests.models.test_transformer_xl_causal_lm import _lm as _plain_lm
 from tests.test_case import dtype_name
 from tests.test_case import gradients
 from tests.test_case import to_numpy
 from tests.test_case import variable_gradients
+from tests.tiny_models import COMPRESSIVE_LM
+from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import tiny_lm
 
 T = 4  # segment length
 
 
-COMPRESSIVE = dict(
-    compressed_memory_length=3, compression_rate=2, compression="conv"
-)
-
-
-def _lm(**overrides):
-    """The plain tests' tiny LM (memory_length=4), with Mc=3, c=2, conv."""
-    return _plain_lm(
-        backbone_class=CompressiveTransformerXLBackbone,
-        **{**COMPRESSIVE, **overrides},
-    )
+# The plain tests' tiny LM (memory_length=4), with Mc=3, c=2, conv.
+_lm = functools.partial(tiny_lm, **COMPRESSIVE_LM)
+_plain_lm = functools.partial(tiny_lm, **PLAIN_LM)
 
 
 def _tokens(num_segments, batch=2, seed=0):

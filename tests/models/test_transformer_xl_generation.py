@@ -4,45 +4,13 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
+from tests.tiny_models import GENERATION_VOCABULARY_SIZE
+from tests.tiny_models import generation_lm
+from tests.tiny_models import padded
+from tests.tiny_models import prompts_of
+from tests.tiny_models import tiny_lm
 
-VOCABULARY_SIZE = 41
-
-
-def make_lm(seed=2, memory_length=8, sampler="greedy", **options):
-    """A tiny model with weights drawn by numpy (the same on every
-    backend). Normal(0, 1) kernels and embeddings, tied output: greedy
-    decoding of this untrained model then moves over several tokens
-    instead of repeating one, so that equal outputs say something."""
-    backbone = TransformerXLBackbone(
-        vocabulary_size=VOCABULARY_SIZE,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        head_dim=8,
-        intermediate_dim=32,
-        memory_length=memory_length,
-        **options,
-    )
-    lm = TransformerXLCausalLM(backbone)
-    lm.build()
-    rng = np.random.RandomState(seed)
-    for weight in lm.weights:
-        if "norm" not in weight.path and "output_bias" not in weight.path:
-            weight.assign(rng.normal(size=weight.shape).astype("float32"))
-    lm.compile(sampler=sampler)
-    return lm
-
-
-def padded(prompts, max_length):
-    """Right-padded `{"token_ids", "padding_mask"}` of a list of prompts."""
-    token_ids = np.zeros((len(prompts), max_length), "int32")
-    padding_mask = np.zeros((len(prompts), max_length), bool)
-    for row, prompt in enumerate(prompts):
-        token_ids[row, : len(prompt)] = prompt
-        padding_mask[row, : len(prompt)] = True
-    return {"token_ids": token_ids, "padding_mask": padding_mask}
+VOCABULARY_SIZE = GENERATION_VOCABULARY_SIZE
 
 
 def greedy_by_recomputation(lm, prompt, max_length):
@@ -75,14 +43,9 @@ def greedy_by_steps(lm, prompt, max_length, memory_length, start="empty"):
     return tokens
 
 
-def prompts_of(lengths, seed=1):
-    rng = np.random.RandomState(seed)
-    return [rng.randint(1, VOCABULARY_SIZE, size=n).tolist() for n in lengths]
-
-
 @pytest.mark.torch_ok
 def test_greedy_with_memory_equals_recomputing_the_prefix():
-    lm = make_lm()
+    lm = generation_lm()
     max_length = 24
     # 7 prompt tokens: two segments of 3 in memory, then steps of one.
     prompt = [3, 17, 5, 22, 9, 1, 30]
@@ -102,7 +65,7 @@ def test_zero_starting_memory():
     """`memory_start="zeros"` generates from attended zero vectors, as
     `initial_memory(start="zeros")` (HuggingFace, the authors' TensorFlow
     code), and differs from the empty start."""
-    lm = make_lm()
+    lm = generation_lm()
     prompt, max_length = [3, 17, 5, 22, 9], 16
     out = lm.generate(
         padded([prompt], max_length),
@@ -117,7 +80,7 @@ def test_zero_starting_memory():
 
 
 def test_mixed_length_prompts_match_each_prompt_alone():
-    lm = make_lm(seed=3)
+    lm = generation_lm(seed=3)
     max_length = 14
     prompts = prompts_of([2, 9, 5], seed=3)
     together = lm.generate(
@@ -163,7 +126,7 @@ def test_memory_and_step_cost_stay_fixed_past_the_memory_length():
     fixed-size memory and one token (or a prompt segment), and the tokens
     are those of single-token steps over a sliding memory."""
     memory_length, max_length = 4, 12
-    lm = make_lm()
+    lm = generation_lm()
     calls = spy_steps(lm)
     prompts = [[3, 17, 5], [22, 9, 1, 4, 7]]
     out = lm.generate(
@@ -207,7 +170,7 @@ def test_default_memory_is_the_models_own_not_max_length():
     """By default a token attends to the model's memory (8), whatever the
     length asked for (3x longer): the cost per token does not grow with
     `max_length`; a longer memory stays an argument."""
-    lm = make_lm(memory_length=8)
+    lm = generation_lm(memory_length=8)
     prompt, max_length = [3, 17, 5], 24
     lengths = spy_memory_lengths(lm)
     out = lm.generate(padded([prompt], max_length), stop_token_ids=None)
@@ -222,14 +185,14 @@ def test_default_memory_is_the_models_own_not_max_length():
 
 
 def test_model_without_memory_generates_with_the_whole_context():
-    lm = make_lm(memory_length=0)
+    lm = generation_lm(memory_length=0)
     lengths = spy_memory_lengths(lm)
     lm.generate(padded([[3, 17]], 10), stop_token_ids=None)
     assert set(lengths) == {10}
 
 
 def test_stop_tokens_end_rows_in_the_padding_mask():
-    lm = make_lm(seed=6)
+    lm = generation_lm(seed=6)
     max_length = 12
     prompts = prompts_of([3, 5], seed=7)
     free = lm.generate(padded(prompts, max_length), stop_token_ids=None)
@@ -252,7 +215,7 @@ def test_stop_tokens_end_rows_in_the_padding_mask():
     ids=["top_k", "beam"],
 )
 def test_keras_hub_samplers_generate_after_the_prompts(sampler):
-    lm = make_lm(seed=8, sampler=sampler)
+    lm = generation_lm(seed=8, sampler=sampler)
     prompts = prompts_of([4, 2], seed=9)
     out = lm.generate(
         padded(prompts, 10), stop_token_ids=None, memory_length=6
@@ -264,7 +227,7 @@ def test_keras_hub_samplers_generate_after_the_prompts(sampler):
 
 
 def test_beam_search_with_one_beam_is_greedy():
-    lm = make_lm(seed=10)
+    lm = generation_lm(seed=10)
     prompts = prompts_of([4, 2], seed=11)
     greedy = lm.generate(padded(prompts, 10), stop_token_ids=None)
     lm.compile(sampler=keras_hub.samplers.BeamSampler(num_beams=1))
@@ -284,17 +247,9 @@ def test_generate_on_strings_with_a_preprocessor():
         add_start_token=False,
         add_end_token=False,
     )
-    keras.utils.set_random_seed(12)
-    backbone = TransformerXLBackbone(
-        vocabulary_size=256,
-        num_layers=1,
-        num_heads=2,
-        hidden_dim=8,
-        head_dim=4,
-        intermediate_dim=16,
-        memory_length=4,
+    lm = tiny_lm(
+        seed=12, preprocessor=preprocessor, vocabulary_size=256, num_layers=1
     )
-    lm = TransformerXLCausalLM(backbone, preprocessor=preprocessor)
     lm.compile(sampler="greedy")
     texts = lm.generate(["hello", "a"], max_length=9, stop_token_ids=None)
     assert all(isinstance(text, str) for text in texts)
@@ -304,7 +259,7 @@ def test_generate_on_strings_with_a_preprocessor():
 
 
 def test_generate_rejects_bad_arguments():
-    lm = make_lm()
+    lm = generation_lm()
     inputs = padded(prompts_of([3, 2]), 8)
     with pytest.raises(ValueError, match="memory_length=0"):
         lm.generate(inputs, stop_token_ids=None, memory_length=0)
@@ -326,7 +281,7 @@ def test_tensorflow_generation_is_compiled_with_xla():
     `jit_compile`, False on a CPU-only machine; generation compiles with
     XLA anyway (as on JAX) unless `jit_compile=False` was asked for, and
     the training setting is left as it was."""
-    lm = make_lm()
+    lm = generation_lm()
     training_jit = lm.jit_compile
     prompt = padded([[3, 17, 5]], 8)
     xla = lm.generate(prompt, stop_token_ids=None)["token_ids"]

@@ -1,6 +1,8 @@
 """`AblationTransformerXLBackbone`: position encodings and
 backpropagation through the memory."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -10,14 +12,17 @@ from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from tests.layers.reference import sinusoid
-from tests.models.test_transformer_xl_backbone import _backbone as _paper
 from tests.test_case import gradients
 from tests.test_case import to_numpy
+from tests.tiny_models import PAPER_BACKBONE
+from tests.tiny_models import tiny_backbone
 
-
-def _backbone(**overrides):
-    """The backbone tests' tiny model, as the ablations build it."""
-    return _paper(backbone_class=AblationTransformerXLBackbone, **overrides)
+# The backbone tests' tiny model, as the ablations build it.
+_backbone = functools.partial(
+    tiny_backbone,
+    backbone_class=AblationTransformerXLBackbone,
+    **PAPER_BACKBONE,
+)
 
 
 def _segments_equal_full_pass(backbone, tokens, T):
