@@ -77,6 +77,7 @@ class KerasHubHarnessTest(keras_hub_test_case.TestCase):
         )
 
     @pytest.mark.slow
+    @pytest.mark.one_backend  # see test_ablation_backbone
     def test_compressive_backbone(self):
         """`run_backbone_test`'s serialization and eager checks, and the
         saving test. Not its `predict`, which concatenates each batch's
@@ -114,7 +115,13 @@ class KerasHubHarnessTest(keras_hub_test_case.TestCase):
             input_data=data,
         )
 
+    # The harness's checks of the two variant backbones (serialization,
+    # saving, shapes) run under TensorFlow only (`one_backend`): on JAX they
+    # cost a minute or more of compiles in CI, and each backbone's numbers
+    # on every backend are its own test files' (the plain backbone's
+    # harness test, above, runs on every backend).
     @pytest.mark.slow
+    @pytest.mark.one_backend
     def test_ablation_backbone(self):
         data = _inputs()
         self.run_backbone_test(
