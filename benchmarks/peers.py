@@ -8,7 +8,7 @@ dropout 0.1, fp32), and prints `RESULT` lines as the keras-txl
 benchmarks do:
 
 - `train`: Adam steps of the authors' model (loss, backward, clipping
-  0.25, step), tokens/s after `--warmup` steps;
+  0.25, step), tokens/s after `--warmup` steps (at least one);
 - `eval`: the authors' forward pass without gradients, memory carried;
 - `generate`: HuggingFace's greedy `generate()` (batch 1, a prompt of 64
   tokens, 256 new, memory 128): new tokens/s of the whole call.
@@ -26,10 +26,19 @@ with the in-memory CPU patches of
 HuggingFace side, where a transformers release calls
 `Tensor.type_as(dtype=...)` (not a torch signature), the call is patched
 in memory to `.to(dtype)`.
+
+The authors' `MemTransformerLM` constructor leaves some parameters
+uninitialized (`r_w_bias` and `r_r_bias` are `torch.Tensor(...)`: whatever
+the allocator returns, from subnormals to 1e38); the authors' `train.py`
+initializes every weight afterwards. Every phase here initializes the
+model as that `train.py` does with its default arguments
+(`init_as_authors_train`) and stops if the loss of the first step is not
+finite; each result records that loss beside ln(vocabulary).
 """
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -133,12 +142,91 @@ def authors_model(code, dropout, **settings):
     )
 
 
+# The defaults of the authors' pytorch/train.py (kimiyoung/transformer-xl):
+# `--init normal`, `--init_std 0.02`, `--proj_init_std 0.01`.
+INIT_STD = 0.02
+PROJ_INIT_STD = 0.01
+
+
+def init_as_authors_train(model, std=INIT_STD, proj_std=PROJ_INIT_STD):
+    """Initialize `model` in place as the authors' `pytorch/train.py` does
+    with its default arguments (its `weights_init`, applied to every
+    module; re-implemented here from what that function does, by the
+    module's class name):
+
+    - `...Linear...`: weight ~ N(0, std), bias 0;
+    - `AdaptiveEmbedding`: each projection in `emb_projs` ~ N(0, proj_std);
+    - other `...Embedding...`: weight ~ N(0, std);
+    - `ProjectedAdaptiveLogSoftmax`: `cluster_weight` ~ N(0, std),
+      `cluster_bias` 0, each projection in `out_projs` ~ N(0, proj_std);
+    - `...LayerNorm...`: weight ~ N(1, std), bias 0;
+    - `...TransformerLM...`: `r_emb`, `r_w_bias`, `r_r_bias` ~ N(0, std),
+      `r_bias` 0.
+
+    Tied weights are drawn once per owner; every owner draws from the same
+    law, so the order (train.py's `model.apply`) changes no distribution.
+    Returns the model.
+    """
+    import torch
+
+    def normal(tensor, mean, scale):
+        if tensor is not None:
+            tensor.normal_(mean, scale)
+
+    def zero(tensor):
+        if tensor is not None:
+            tensor.zero_()
+
+    def each(parameters):
+        return [p for p in (parameters or []) if p is not None]
+
+    with torch.no_grad():
+        for module in model.modules():
+            kind = type(module).__name__
+            if "Linear" in kind:
+                normal(getattr(module, "weight", None), 0.0, std)
+                zero(getattr(module, "bias", None))
+            elif "AdaptiveEmbedding" in kind:
+                for proj in each(getattr(module, "emb_projs", None)):
+                    normal(proj, 0.0, proj_std)
+            elif "Embedding" in kind:
+                normal(getattr(module, "weight", None), 0.0, std)
+            elif "ProjectedAdaptiveLogSoftmax" in kind:
+                normal(getattr(module, "cluster_weight", None), 0.0, std)
+                zero(getattr(module, "cluster_bias", None))
+                for proj in each(getattr(module, "out_projs", None)):
+                    normal(proj, 0.0, proj_std)
+            elif "LayerNorm" in kind:
+                normal(getattr(module, "weight", None), 1.0, std)
+                zero(getattr(module, "bias", None))
+            elif "TransformerLM" in kind:
+                for name in ("r_emb", "r_w_bias", "r_r_bias"):
+                    normal(getattr(module, name, None), 0.0, std)
+                zero(getattr(module, "r_bias", None))
+    return model
+
+
+def check_initial_loss(loss, n_token, what):
+    """Stop when the first step's loss is not finite (an uninitialized or
+    broken model would be timed otherwise); return it as a float."""
+    value = float(loss)
+    if not math.isfinite(value):
+        raise SystemExit(
+            f"peers.py: the authors' model gives a loss of {value} on its "
+            f"first step ({what}); expected about ln({n_token}) = "
+            f"{math.log(n_token):.2f} after init_as_authors_train. Its "
+            "parameters are not initialized: check init_as_authors_train "
+            "against the authors' train.py"
+        )
+    return value
+
+
 def measure_authors(args, phase):
     import torch
 
     torch.manual_seed(0)
     c = REFERENCE
-    model = authors_model(args.authors_code, 0.1)
+    model = init_as_authors_train(authors_model(args.authors_code, 0.1))
     data = torch.randint(0, c["n_token"], (c["tgt_len"], c["batch"]))
     target = torch.randint(0, c["n_token"], (c["tgt_len"], c["batch"]))
     tokens = c["tgt_len"] * c["batch"]
@@ -154,19 +242,22 @@ def measure_authors(args, phase):
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
             optimizer.step()
-            return out[1:]
+            return loss.detach(), out[1:]
     else:
         model.eval()
 
         def step(mems):
             with torch.no_grad():
-                return model(data, target, *mems)[1:]
+                out = model(data, target, *mems)
+            return out[0].float().mean(), out[1:]
 
-    for _ in range(args.warmup):
-        mems = step(mems)
+    loss, mems = step(mems)
+    initial_loss = check_initial_loss(loss, c["n_token"], phase)
+    for _ in range(args.warmup - 1):
+        loss, mems = step(mems)
     start = clocks()
     for _ in range(args.steps):
-        mems = step(mems)
+        loss, mems = step(mems)
     wall, cpu = rates(start, clocks(), tokens * args.steps)
     return {
         "benchmark": "peer",
@@ -175,6 +266,10 @@ def measure_authors(args, phase):
         "tokens_per_s": wall,
         "tokens_per_cpu_s_x_cores": cpu,
         "steps": args.steps,
+        "initial_loss": initial_loss,
+        "final_loss": float(loss),
+        "ln_vocab": math.log(c["n_token"]),
+        "init": "authors_train_py",
         "dropout": 0.1 if phase == "train" else 0.0,
         "config": dict(REFERENCE),
     }
@@ -202,12 +297,7 @@ def measure_authors_paper_eval(args):
     torch.manual_seed(0)
     settings = dict(PAPER_EVAL, mem_len=args.paper_mem_len)
     model = authors_model(args.authors_code, 0.0, **settings).eval()
-    # The constructor leaves r_w_bias / r_r_bias uninitialized (train.py
-    # initializes every weight afterwards): normal(0, 0.02) as train.py's
-    # default `init_std`, so that no garbage (NaN, denormals) is timed.
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.normal_(0.0, 0.02)
+    init_as_authors_train(model)
     t, m, b = settings["tgt_len"], settings["mem_len"], args.paper_batch
     c = REFERENCE
     generator = torch.Generator().manual_seed(1)
@@ -225,13 +315,22 @@ def measure_authors_paper_eval(args):
             out = model(data[i, :-1], data[i, 1:], *mems)
         return out[0], out[1:]
 
+    initial_loss = None
     for i in range(args.warmup):
         loss, mems = step(i, mems)
+        if initial_loss is None:
+            initial_loss = check_initial_loss(
+                loss.float().mean(), c["n_token"], "paper_eval"
+            )
     start = clocks()
     total = 0.0
     for i in range(args.warmup, segments):
         loss, mems = step(i, mems)
         total += float(loss.float().sum())
+        if initial_loss is None:  # --warmup 0
+            initial_loss = check_initial_loss(
+                loss.float().mean(), c["n_token"], "paper_eval"
+            )
     count = t * b * args.steps
     wall, cpu = rates(start, clocks(), count)
     return {
@@ -242,6 +341,9 @@ def measure_authors_paper_eval(args):
         "tokens_per_s": wall,
         "tokens_per_cpu_s_x_cores": cpu,
         "mean_nll": total / count,
+        "initial_loss": initial_loss,
+        "ln_vocab": math.log(c["n_token"]),
+        "init": "authors_train_py",
         "peak_rss_mib": peak_rss_mib(),
         "rss_before_first_call_mib": baseline,
         "peak_rss_delta_mib": peak_rss_mib() - baseline,
