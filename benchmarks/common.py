@@ -38,7 +38,10 @@ PRESETS = {
 # NVIDIA's Transformer-XL "base" (DeepLearningExamples, run_wt103_base.sh:
 # 16 layers, d_model 512, 8 heads x 64, d_inner 2048, T = M = 192, batch
 # 32 per GPU), with a byte vocabulary: the GPU pass (benchmarks/gpu_pass.py).
-PRESETS["nvidia_base"] = dict(
+# A peer's configuration, not one of keras-txl's model sizes: kept out of
+# `PRESETS`, whose names are `keras_txl.app.presets.ARCHITECTURES`'.
+PEER_PRESETS = {}
+PEER_PRESETS["nvidia_base"] = dict(
     num_layers=16,
     num_heads=8,
     hidden_dim=512,

@@ -154,7 +154,7 @@ def run_worker(args):
     from benchmarks.train_eval import StepClock
     from benchmarks.train_eval import build_model
 
-    preset = dict(common.PRESETS[args.preset])
+    preset = dict({**common.PRESETS, **common.PEER_PRESETS}[args.preset])
     batch, length = preset["batch_size"], preset["segment_length"]
     warmup = args.warmup
     need = warmup + max(args.steps, args.eval_steps)
