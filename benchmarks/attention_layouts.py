@@ -7,7 +7,7 @@ forward and backward under `jax.jit` at the reference size (batch 16,
 position keys as inputs. Each variant is first checked equal to
 `current` (the library's layout) to 1e-5 without dropout, then all are
 timed interleaved, round by round, in one process so that every variant
-sees the same machine load (`benchmarks.attention_variants.interleave`):
+sees the same machine load (`benchmarks.attention_variants.interleave_rounds`):
 
 - `current`: the library's `_compute_attention`, heads first (heads,
   batch, T, head_dim), the position product one (batch * T, head_dim) x
@@ -43,7 +43,6 @@ ratio of each to `current`'s CPU time in the same run.
 import argparse
 import math
 import os
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
@@ -52,6 +51,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import common  # noqa: E402
+from benchmarks.attention_variants import interleave_rounds  # noqa: E402
 from keras_txl.layers.relative_multi_head_attention import _shift_padded  # noqa: E402
 
 MASK_VALUE = -1e9
@@ -295,20 +295,6 @@ def runner(name, data, rate):
     return run
 
 
-def interleave(runners, rounds, calls):
-    """Per runner, the CPU and wall seconds per call of every round."""
-    cpu = {name: [] for name in runners}
-    wall = {name: [] for name in runners}
-    for _ in range(rounds):
-        for name, run in runners.items():
-            c, w = time.process_time(), time.perf_counter()
-            for _ in range(calls):
-                run()
-            cpu[name].append((time.process_time() - c) / calls)
-            wall[name].append((time.perf_counter() - w) / calls)
-    return cpu, wall
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", type=int, default=16)
@@ -336,7 +322,7 @@ def main(argv=None):
                 f"{name} differs from current by {difference:.2e} (> 1e-5)"
             )
     runners = {name: runner(name, data, args.dropout) for name in names}
-    cpu, wall = interleave(runners, args.rounds, args.calls)
+    cpu, wall = interleave_rounds(runners, args.rounds, args.calls)
     base = float(np.median(cpu["current"]))
     for name in names:
         c = np.asarray(cpu[name])

@@ -143,9 +143,9 @@ def _backward_timer(fn, array):
     return grad
 
 
-def interleave(runners, rounds, calls):
-    """Median CPU and wall seconds per call of each runner, measured in
-    alternation."""
+def interleave_rounds(runners, rounds, calls):
+    """Per runner, the CPU and wall seconds per call of every round,
+    the runners measured in alternation: `(cpu, wall)`, dicts of lists."""
     cpu = {name: [] for name in runners}
     wall = {name: [] for name in runners}
     for _ in range(rounds):
@@ -155,6 +155,13 @@ def interleave(runners, rounds, calls):
                 run()
             cpu[name].append((time.process_time() - c) / calls)
             wall[name].append((time.perf_counter() - w) / calls)
+    return cpu, wall
+
+
+def interleave(runners, rounds, calls):
+    """Median CPU and wall seconds per call of each runner, measured in
+    alternation (`interleave_rounds`)."""
+    cpu, wall = interleave_rounds(runners, rounds, calls)
     return {
         name: (float(np.median(cpu[name])), float(np.median(wall[name])))
         for name in runners
