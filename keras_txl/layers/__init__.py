@@ -7,6 +7,7 @@ from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.compressive_memory import CompressiveMemory
 from keras_txl.layers.memory_cache import MemoryCache
+from keras_txl.layers.packed_dropout import PackedDropout
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "AdaptiveEmbedding",
     "AdaptiveSoftmax",
     "MemoryCache",
+    "PackedDropout",
     "RelativeMultiHeadAttention",
     "RelativePositionEmbedding",
     "TransformerXLBlock",

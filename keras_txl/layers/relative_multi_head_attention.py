@@ -4,6 +4,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_txl.layers.packed_dropout import PackedDropout
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 
@@ -262,7 +263,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             (None, output_dim),
             (heads, head_dim),
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = PackedDropout(
             self.dropout, dtype=self.dtype_policy
         )
         self.built = True

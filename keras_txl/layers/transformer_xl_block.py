@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_txl.layers.packed_dropout import PackedDropout
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
@@ -139,9 +140,7 @@ class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
         )
         self.attention_norm.build(inputs_shape)
-        self.attention_dropout_layer = keras.layers.Dropout(
-            self.dropout, dtype=policy
-        )
+        self.attention_dropout_layer = PackedDropout(self.dropout, dtype=policy)
         self.intermediate_dense = keras.layers.Dense(
             self.intermediate_dim,
             kernel_initializer=self.kernel_initializer,
@@ -164,10 +163,8 @@ class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
             name="feedforward_norm",
         )
         self.feedforward_norm.build(inputs_shape)
-        self.intermediate_dropout = keras.layers.Dropout(
-            self.dropout, dtype=policy
-        )
-        self.output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.intermediate_dropout = PackedDropout(self.dropout, dtype=policy)
+        self.output_dropout = PackedDropout(self.dropout, dtype=policy)
         self.built = True
 
     def call(

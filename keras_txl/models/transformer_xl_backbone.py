@@ -8,6 +8,7 @@ from keras import ops
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.memory_cache import MemoryCache
+from keras_txl.layers.packed_dropout import PackedDropout
 from keras_txl.layers.relative_multi_head_attention import check_same_length
 from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
@@ -224,10 +225,10 @@ class TransformerXLBackbone(
             dtype=dtype,
             name="relative_position_embedding",
         )
-        self.embedding_dropout = keras.layers.Dropout(
+        self.embedding_dropout = PackedDropout(
             dropout, dtype=dtype, name="embedding_dropout"
         )
-        self.position_dropout = keras.layers.Dropout(
+        self.position_dropout = PackedDropout(
             dropout, dtype=dtype, name="position_dropout"
         )
         self.transformer_layers = [
@@ -247,7 +248,7 @@ class TransformerXLBackbone(
             )
             for i in range(num_layers)
         ]
-        self.output_dropout = keras.layers.Dropout(
+        self.output_dropout = PackedDropout(
             dropout, dtype=dtype, name="output_dropout"
         )
         self.memory_cache = self._make_memory_cache(memory_layers_dtype)
