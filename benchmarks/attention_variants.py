@@ -168,6 +168,45 @@ def interleave(runners, rounds, calls):
     }
 
 
+def interleave_training(models, x, y, rounds, calls):
+    """`interleave` of `train_on_batch` of each model (a dict), on
+    ordered segments `x`, `y` taken in turn (after the first two, which
+    the caller's warm-up used)."""
+    position = {"i": 2}
+
+    def step(lm):
+        def run():
+            i = position["i"] % len(x)
+            position["i"] += 1
+            lm.train_on_batch(x[i], y[i])
+
+        return run
+
+    return interleave(
+        {name: step(lm) for name, lm in models.items()}, rounds, calls
+    )
+
+
+def emit_training_steps(timings, baseline, tokens, fields):
+    """One RESULT line per variant of `interleave_training`'s `timings`:
+    CPU and wall ms per step, tokens per CPU-second x cores, and the CPU
+    time as a ratio to `baseline`'s, with `fields` added."""
+    cores = os.cpu_count() or 1
+    for name, (cpu, wall) in timings.items():
+        common.emit(
+            {
+                **fields,
+                "variant": name,
+                "cpu_ms_per_step": 1000 * cpu,
+                "wall_ms_per_step": 1000 * wall,
+                "tokens_per_cpu_s_x_cores": tokens / cpu * cores,
+                f"cpu_time_vs_{baseline.replace(' ', '_')}": (
+                    cpu / timings[baseline][0]
+                ),
+            }
+        )
+
+
 def shift_benchmark(preset, rounds):
     heads, batch = preset["num_heads"], preset["batch_size"]
     t = preset["segment_length"]

@@ -18,7 +18,9 @@ load (`benchmarks.attention_variants.interleave`):
   threefry work (`benchmarks/attention_layouts.py`'s `packed_dropout`);
 - `no dropout`: dropout 0, the bound of what the bits can save.
 
-Keras's seed generator hands JAX raw threefry keys, so a process-wide
+The models' `PackedDropout` layers are made Keras's `Dropout` first
+(`benchmarks.packed_dropout.with_keras_dropout`), which the variants
+patch. Keras's seed generator hands JAX raw threefry keys, so a process-wide
 `jax_default_prng_impl` cannot switch Keras's dropout; the variants only
 measure what a cheaper generator would give. Inference (and so the
 conformance tests) draws no random numbers. Prints one RESULT line per
@@ -36,7 +38,8 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import jax  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from benchmarks.attention_variants import interleave  # noqa: E402
+from benchmarks.attention_variants import emit_training_steps  # noqa: E402
+from benchmarks.attention_variants import interleave_training  # noqa: E402
 
 VARIANTS = ("threefry", "rbg", "unsafe_rbg", "packed16", "no dropout")
 
@@ -88,6 +91,7 @@ def main(argv=None):
         "--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS
     )
     args = parser.parse_args(argv)
+    from benchmarks.packed_dropout import with_keras_dropout
     from benchmarks.train_eval import build_model
 
     preset = common.PRESETS[args.preset]
@@ -105,44 +109,26 @@ def main(argv=None):
             backend.random.dropout = packed16_dropout
         try:
             lm = build_model(preset, args.dtype, rate, True, 1)
+            lm(x[0])  # builds every layer
+            with_keras_dropout(lm)  # the variants patch Keras's dropout
             for i in range(2):  # trace and compile with these bits
                 lm.train_on_batch(x[i], y[i])
         finally:
             backend.random.dropout = shipped
         models[name] = lm
-    position = {"i": 2}
-
-    def step(lm):
-        def run():
-            i = position["i"] % len(x)
-            position["i"] += 1
-            lm.train_on_batch(x[i], y[i])
-
-        return run
-
-    timings = interleave(
-        {name: step(lm) for name, lm in models.items()},
-        args.rounds,
-        calls=args.calls,
+    timings = interleave_training(models, x, y, args.rounds, args.calls)
+    emit_training_steps(
+        timings,
+        "threefry",
+        batch * length,
+        {
+            "benchmark": "jax_prng",
+            "preset": args.preset,
+            "dtype": args.dtype,
+            "dropout": args.dropout,
+            "rounds": args.rounds,
+        },
     )
-    tokens = batch * length
-    cores = os.cpu_count() or 1
-    base_cpu = timings["threefry"][0]
-    for name, (cpu, wall) in timings.items():
-        common.emit(
-            {
-                "benchmark": "jax_prng",
-                "preset": args.preset,
-                "dtype": args.dtype,
-                "dropout": args.dropout,
-                "variant": name,
-                "cpu_ms_per_step": 1000 * cpu,
-                "wall_ms_per_step": 1000 * wall,
-                "tokens_per_cpu_s_x_cores": tokens / cpu * cores,
-                "cpu_time_vs_threefry": cpu / base_cpu,
-                "rounds": args.rounds,
-            }
-        )
 
 
 if __name__ == "__main__":

@@ -201,3 +201,27 @@ def test_matmul_throughput_is_positive():
     result = roofline.matmul_throughput("float32", (32, 16, 8), seconds=0.05)
     assert result["gflops_per_s"] > 0
     assert result["gflops_per_cpu_s_x_cores"] > 0
+
+
+def test_with_keras_dropout_turns_every_packed_dropout_back():
+    import keras
+
+    from benchmarks.packed_dropout import with_keras_dropout
+    from keras_txl.layers import PackedDropout
+    from tests.tiny_models import tiny_lm
+
+    lm = tiny_lm(dropout=0.1, num_layers=2, build=True)
+
+    def dropouts(kind):
+        return [
+            layer
+            for layer in lm._flatten_layers(include_self=False)
+            if type(layer) is kind
+        ]
+
+    # Per block: attention probabilities, attention output, feed-forward
+    # inner and output; and the backbone's embedding, position, output.
+    assert len(dropouts(PackedDropout)) == 2 * 4 + 3
+    assert with_keras_dropout(lm) == 2 * 4 + 3
+    assert not dropouts(PackedDropout)
+    assert len(dropouts(keras.layers.Dropout)) == 2 * 4 + 3
