@@ -273,17 +273,20 @@ def _check_generate(output, capsys):
 # Everything the two-device tests check, in one process on 2 devices
 # (device counts are fixed once the engine starts; one process, not three,
 # because importing and compiling dominate these tiny runs): `keras-txl
-# train --strategy S --num-devices 2`, the same with a global batch the
-# replicas cannot share, and the tiny run stopped after 3 of its 4 steps (a
-# checkpoint every 2 steps, and one when stopped) and resumed as
-# `--resume` does: from its checkpoint, and, as controls, from copies of it
-# whose memory was lost (zeros) or given to the other replica.
+# train --strategy S --num-devices 2` with a global batch the replicas
+# cannot share, and the tiny run on 2 devices, stopped by a callback after
+# 3 of its 4 steps (a checkpoint every 2 steps, and one when stopped), then
+# finished by `keras-txl train --resume`: from its checkpoint, and, as
+# controls, from copies of it whose memory was lost (zeros) or given to
+# the other replica. (One run stopped and resumed, not one run whole and
+# another stopped: each new model costs a compilation, 13 s on
+# TensorFlow's `mirrored`.)
 _TWO_DEVICES = """
 import contextlib, io, json, os, shutil, sys
 import keras
 import numpy as np
+from keras_txl.app import run
 from keras_txl.app.cli import main
-from keras_txl.app.run import fit_language_model
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.training import TrainingCheckpoint
 
@@ -307,7 +310,6 @@ def cli(name, *extra):
                 metrics=metrics, exists=os.path.exists(output))
 
 
-report["train"] = cli("run", "--sample-tokens", "0")
 report["odd"] = cli("odd", "--batch-size", "3")
 
 
@@ -319,16 +321,14 @@ class StopAfterThree(keras.callbacks.Callback):
         self.model.stop_training = self.seen == 3
 
 
-stopped = os.path.join(folder, "stopped")
-config = TrainConfig(
-    corpus=corpus, size="tiny", steps=4, segment_length=8, batch_size=2,
-    memory_length=8, eval_memory_length=16, steps_per_epoch=2, dropout=0.0,
-    seed=0, verbose=0, output=stopped, strategy=strategy, num_devices=2,
-)
-quiet = lambda line: None
-first = fit_language_model(config, [StopAfterThree()], log=quiet)
-assert not first["finished"], first["history"].losses
-report["stopped_at"] = first["history"].step
+# `keras-txl train` calls `run.train(config)`: this one stops after 3 steps.
+train = run.train
+run.train = lambda config: train(config, callbacks=[StopAfterThree()])
+report["stopped"] = cli("run", "--sample-tokens", "0")
+run.train = train
+stopped = os.path.join(folder, "run")
+checkpoint = os.path.join(stopped, "checkpoint")
+report["stopped_at"] = TrainingCheckpoint.read_state(checkpoint)["step"]
 for control in ("lost", "swapped"):
     copy = os.path.join(folder, control)
     shutil.copytree(stopped, copy)
@@ -341,13 +341,15 @@ for control in ("lost", "swapped"):
         # (global batch, ...): replica r holds row r.
         memory[key] = 0 * value if control == "lost" else value[::-1]
     np.savez(path, **memory)
-for name in ("stopped", "lost", "swapped"):
-    resumed = fit_language_model(
-        TrainConfig(output=os.path.join(folder, name), resume=True,
+report["train"] = cli("run", "--sample-tokens", "0", "--resume")
+quiet = lambda line: None
+for control in ("lost", "swapped"):
+    resumed = run.fit_language_model(
+        TrainConfig(output=os.path.join(folder, control), resume=True,
                     verbose=0),
         log=quiet,
     )
-    report[name] = resumed["history"].losses
+    report[control] = resumed["history"].losses
 print(json.dumps(report))
 """
 
@@ -381,14 +383,19 @@ LOSS_ATOL = 5e-5
 def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
     """`--strategy S --num-devices 2` (S: `mirrored` on TensorFlow,
     `jax-data-parallel` on JAX) on 2 CPU devices: each replica trains one
-    of the 2 streams, and every step's loss is that of one device."""
+    of the 2 streams, and every step's loss is that of one device (steps
+    1-3 before the stop, 4 after `--resume`), as is the validation."""
     strategy, report = two_device_report
+    on_two = f"1 of 2 streams on each of 2 replica(s), strategy '{strategy}'"
+    stopped = report["stopped"]
+    assert stopped["status"] == 0, stopped["err"][-3000:]
+    assert on_two in stopped["out"]
+    assert "Stopped at step 3 of 4" in stopped["out"]
+    assert stopped["metrics"] is None  # no validation, no model yet
     run = report["train"]
     assert run["status"] == 0, run["err"][-3000:]
-    assert (
-        f"1 of 2 streams on each of 2 replica(s), strategy '{strategy}'"
-        in run["out"]
-    )
+    assert "Resuming at step 3 of 4." in run["out"]
+    assert on_two in run["out"]
     metrics = run["metrics"]
     assert metrics["sample"] is None and "Sample:" not in run["out"]
     assert metrics["config"]["strategy"] == strategy
@@ -426,7 +433,7 @@ def test_two_device_run_resumes_where_it_stopped(tiny_run, two_device_report):
     _, report = two_device_report
     assert report["stopped_at"] == 3
     single = np.array(tiny_run[3]["train_loss"])
-    resumed = np.array(report["stopped"])
+    resumed = np.array(report["train"]["metrics"]["train_loss"])
     assert resumed.shape == (4,)
     # Steps 1-3 are the stopped run's (kept in the checkpoint), step 4 the
     # resumed one's: the one that reads the restored memory.
