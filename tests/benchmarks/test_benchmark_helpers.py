@@ -225,3 +225,25 @@ def test_with_keras_dropout_turns_every_packed_dropout_back():
     assert with_keras_dropout(lm) == 2 * 4 + 3
     assert not dropouts(PackedDropout)
     assert len(dropouts(keras.layers.Dropout)) == 2 * 4 + 3
+
+
+def test_generation_profile_counts_each_loop_body():
+    from benchmarks.generation_profile import loop_bodies
+
+    hlo = """HloModule m
+
+%body.1 (p: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %p = (s32[], f32[4]) parameter(0)
+  %a = f32[4]{0} fusion(%x), kind=kLoop, calls=%f
+  %b = f32[4]{0} fusion(%a), kind=kLoop, calls=%g
+  %c = f32[4]{0} dot(%a, %b), lhs_contracting_dims={0}
+  ROOT %t = (s32[], f32[4]) tuple(%i, %c)
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %w = (s32[], f32[4]) while(%init), condition=%cond.1, body=%body.1
+}
+"""
+    ((name, opcodes),) = loop_bodies(hlo)
+    assert name == "body.1"
+    assert opcodes == {"parameter": 1, "fusion": 2, "dot": 1, "tuple": 1}
