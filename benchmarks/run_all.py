@@ -168,6 +168,14 @@ def suite(
             jobs.append(
                 job(backend, "generation_length", "--new-tokens", *lengths)
             )
+    # The profiles behind the goals that are not met: TensorFlow's
+    # generation loop against JAX's (same HLO, per-token time), and what
+    # the dropout's random numbers cost a JAX training step.
+    for backend in backends:
+        if backend in ("jax", "tensorflow"):
+            jobs.append(job(backend, "generation_profile"))
+    if "jax" in backends and not quick:
+        jobs.append(job("jax", "packed_dropout"))
     jobs += peer_jobs(peer_python, authors_code, quick)
     # Evaluation at the paper's wt103 settings (T 128, M 1,600, clamp
     # 1,000, same_length), keras-txl on both backends and the authors'
@@ -571,6 +579,55 @@ def generation_length_table(results):
     return "\n".join(lines)
 
 
+def limits_table(results):
+    """The profiles of `generation_profile` and `packed_dropout`."""
+    lines = []
+    generation = [
+        r for r in results if r.get("benchmark") == "generation_profile"
+    ]
+    if generation:
+        lines += [
+            "`generate()`'s sampler loop, per new token (batch 1, memory "
+            "128; `benchmarks/generation_profile.py`), and the optimized "
+            "HLO XLA runs for it:",
+            "",
+            "| backend | ms per token (CPU) | ms per token (wall) | "
+            "dots in the module | instructions in the module | "
+            "instructions per while-loop body | load |",
+            "|---|---:|---:|---:|---:|---|---:|",
+        ]
+        for r in generation:
+            bodies = ", ".join(
+                str(b["instructions"]) for b in r.get("while_bodies", [])
+            )
+            lines.append(
+                f"| {r['backend']} | {r['loop_ms_per_token_cpu']:.2f} | "
+                f"{r['loop_ms_per_token_wall']:.2f} | "
+                f"{r.get('module_dots', '-')} | "
+                f"{r.get('module_instructions', '-')} | {bodies} | "
+                f"{r['load']:.1f} |"
+            )
+    dropout = [r for r in results if r.get("benchmark") == "packed_dropout"]
+    if dropout:
+        lines += [
+            "",
+            "A JAX training step at the reference preset with each "
+            "dropout (`benchmarks/packed_dropout.py`, interleaved in one "
+            "process):",
+            "",
+            "| dropout | CPU ms per step | tokens per CPU-s x cores | "
+            "CPU time / Keras's `Dropout` |",
+            "|---|---:|---:|---:|",
+        ]
+        for r in dropout:
+            lines.append(
+                f"| {r['variant']} | {r['cpu_ms_per_step']:.0f} | "
+                f"{_fmt(r['tokens_per_cpu_s_x_cores'])} | "
+                f"{r['cpu_time_vs_keras_dropout']:.2f} |"
+            )
+    return "\n".join(lines) or "(not run)"
+
+
 def table9(results):
     rows = [r for r in results if r.get("benchmark") == "eval_speed"]
     if not rows:
@@ -746,6 +803,10 @@ def render(results, started, wall_seconds, argv):
         "### Goals",
         "",
         goals_table(results),
+        "",
+        "### What limits the goals not met",
+        "",
+        limits_table(results),
         "",
         "### Peers, measured in the same pass (`benchmarks/peers.py`)",
         "",

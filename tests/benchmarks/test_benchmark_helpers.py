@@ -247,3 +247,27 @@ ENTRY %main (x: f32[4]) -> f32[4] {
     ((name, opcodes),) = loop_bodies(hlo)
     assert name == "body.1"
     assert opcodes == {"parameter": 1, "fusion": 2, "dot": 1, "tuple": 1}
+
+
+def test_limits_table_shows_both_profiles():
+    profile = {
+        "benchmark": "generation_profile",
+        "backend": "tensorflow",
+        "loop_ms_per_token_cpu": 3.05,
+        "loop_ms_per_token_wall": 2.74,
+        "module_dots": 140,
+        "module_instructions": 4413,
+        "while_bodies": [{"instructions": 190}, {"instructions": 254}],
+        "load": 1.2,
+    }
+    dropout = {
+        "benchmark": "packed_dropout",
+        "variant": "packed",
+        "cpu_ms_per_step": 1612.7,
+        "tokens_per_cpu_s_x_cores": 2540.0,
+        "cpu_time_vs_keras_dropout": 0.9123,
+    }
+    table = run_all.limits_table([profile, dropout])
+    assert "| tensorflow | 3.05 | 2.74 | 140 | 4413 | 190, 254 | 1.2 |" in table
+    assert "| packed | 1613 | 2,540 | 0.91 |" in table
+    assert run_all.limits_table([]) == "(not run)"
