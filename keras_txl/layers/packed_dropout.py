@@ -79,31 +79,27 @@ class PackedDropout(keras.layers.Dropout):
         super().__init__(rate, noise_shape=noise_shape, seed=seed, **kwargs)
         threshold = round((1.0 - rate) * _DECISIONS)
         error = abs(threshold / _DECISIONS - (1.0 - rate))
-        # None: `1 - rate` is 0 or not close enough to a multiple of
-        # 2**-11; Keras's per-element draw then.
-        close = 0 < threshold and error <= 0.01 * min(rate, 1.0 - rate)
-        self._threshold = threshold if close else None
+        # None: Keras's per-element draw (`Dropout.call`), for rate 0 or
+        # 1, a `1 - rate` not close enough to a multiple of 2**-11, and
+        # on torch.
+        packs = (
+            0 < threshold < _DECISIONS
+            and error <= 0.01 * min(rate, 1.0 - rate)
+            and keras.backend.backend() != "torch"
+        )
+        self._threshold = threshold if packs else None
 
     @property
     def keep_probability(self):
         """The probability that an element is kept: `1 - rate`, or its
         nearest multiple of `2**-11` where decisions are packed (not on
         torch)."""
-        if not self._packs:
+        if self._threshold is None:
             return 1.0 - self.rate
         return self._threshold / _DECISIONS
 
-    @property
-    def _packs(self):
-        """Whether calls pack two decisions per random number."""
-        return (
-            self._threshold is not None and keras.backend.backend() != "torch"
-        )
-
     def call(self, inputs, training=False):
-        if not training or self.rate == 0:
-            return inputs
-        if not self._packs:
+        if not training or self._threshold is None:
             return super().call(inputs, training=training)
         shape = self._mask_shape(inputs)
         size = math.prod(shape)
