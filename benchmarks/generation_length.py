@@ -103,17 +103,23 @@ def seconds_per_call(lm, inputs, memory_length, repeats):
     return best
 
 
+def prompt_inputs(prompt, new_tokens, rng):
+    """`generate()`'s inputs for batch 1: `prompt` random byte ids, then
+    `new_tokens` slots to fill."""
+    length = prompt + new_tokens
+    return {
+        "token_ids": rng.randint(0, 256, (1, length)).astype("int32"),
+        "padding_mask": np.arange(length)[None] < prompt,
+    }
+
+
 def main(argv=None):
     args = parse_args(argv)
     lm = make_lm(args)
     rng = np.random.RandomState(0)
     rows = []
     for new in args.new_tokens:
-        length = args.prompt + new
-        inputs = {
-            "token_ids": rng.randint(0, 256, (1, length)).astype("int32"),
-            "padding_mask": np.arange(length)[None] < args.prompt,
-        }
+        inputs = prompt_inputs(args.prompt, new, rng)
         wall, cpu = seconds_per_call(
             lm, inputs, args.memory_length, args.repeats
         )

@@ -33,17 +33,7 @@ import numpy as np
 
 from benchmarks import common
 
-PROMPT, NEW = 64, 256
-
-
-def inputs(new_tokens, seed=0):
-    prompt = np.random.default_rng(seed).integers(0, 256, (1, PROMPT))
-    return {
-        "token_ids": np.concatenate(
-            [prompt, np.zeros((1, new_tokens))], 1
-        ).astype("int32"),
-        "padding_mask": np.arange(PROMPT + new_tokens)[None] < PROMPT,
-    }
+NEW = 256
 
 
 def loop_bodies(hlo_text):
@@ -119,14 +109,20 @@ def main(argv=None):
 
     from benchmarks.generation_length import make_lm
     from benchmarks.generation_length import parse_args
+    from benchmarks.generation_length import prompt_inputs
     from benchmarks.generation_length import seconds_per_call
 
-    lm = make_lm(parse_args(rest))
+    model_args = parse_args(rest)
+    lm = make_lm(model_args)
+
+    def inputs(new_tokens):  # the same prompt for both lengths
+        rng = np.random.RandomState(0)
+        return prompt_inputs(model_args.prompt, new_tokens, rng)
+
     if args.compile_only:
         lm.generate(inputs(NEW + 1), stop_token_ids=None)
         return
     one = seconds_per_call(lm, inputs(1), None, args.repeats)
-    lm.generate_function = None  # another length: a new trace
     many = seconds_per_call(lm, inputs(NEW + 1), None, args.repeats)
     wall, cpu = ((m - o) / NEW for m, o in zip(many, one))
     row = {

@@ -310,27 +310,24 @@ def measure_authors_paper_eval(args):
     mems = [torch.randn(m, b, c["d_model"]) for _ in range(c["n_layer"] + 1)]
     baseline = current_rss_mib()
 
+    first = {}
+
     def step(i, mems):
         with torch.no_grad():
             out = model(data[i, :-1], data[i, 1:], *mems)
+        if i == 0:  # warm-up or, with --warmup 0, timed
+            first["loss"] = check_initial_loss(
+                out[0].float().mean(), c["n_token"], "paper_eval"
+            )
         return out[0], out[1:]
 
-    initial_loss = None
     for i in range(args.warmup):
         loss, mems = step(i, mems)
-        if initial_loss is None:
-            initial_loss = check_initial_loss(
-                loss.float().mean(), c["n_token"], "paper_eval"
-            )
     start = clocks()
     total = 0.0
     for i in range(args.warmup, segments):
         loss, mems = step(i, mems)
         total += float(loss.float().sum())
-        if initial_loss is None:  # --warmup 0
-            initial_loss = check_initial_loss(
-                loss.float().mean(), c["n_token"], "paper_eval"
-            )
     count = t * b * args.steps
     wall, cpu = rates(start, clocks(), count)
     return {
@@ -341,7 +338,7 @@ def measure_authors_paper_eval(args):
         "tokens_per_s": wall,
         "tokens_per_cpu_s_x_cores": cpu,
         "mean_nll": total / count,
-        "initial_loss": initial_loss,
+        "initial_loss": first["loss"],
         "ln_vocab": math.log(c["n_token"]),
         "init": "authors_train_py",
         "peak_rss_mib": peak_rss_mib(),
