@@ -23,12 +23,25 @@ if _command.started_as_command():
 # loaders of HuggingFace and authors' TensorFlow folders that
 # `TransformerXLCausalLM.from_preset` finds. The models import neither.
 from keras_txl import ablation  # noqa: E402
-from keras_txl import convert  # noqa: E402, F401
+from keras_txl import convert  # noqa: E402  (registers from_preset's loaders)
 from keras_txl import data  # noqa: E402
-from keras_txl import export  # noqa: E402, F401  (registers lm.export)
+from keras_txl import distribute  # noqa: E402
+from keras_txl import export  # noqa: E402  (registers lm.export's writer)
 from keras_txl import layers  # noqa: E402
 from keras_txl import metrics  # noqa: E402
 from keras_txl import models  # noqa: E402
+from keras_txl import training  # noqa: E402
 from keras_txl.version import __version__  # noqa: E402
 
-__all__ = ["ablation", "data", "layers", "metrics", "models", "__version__"]
+__all__ = [
+    "__version__",
+    "ablation",
+    "convert",
+    "data",
+    "distribute",
+    "export",
+    "layers",
+    "metrics",
+    "models",
+    "training",
+]

@@ -10,7 +10,6 @@ from keras_txl.layers.ablation.ablation_transformer_xl_block import (
 from keras_txl.layers.ablation.differentiable_memory_cache import (
     DifferentiableMemoryCache,
 )
-from keras_txl.models.transformer_xl_backbone import ABLATION_ARGUMENTS
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_bool
 
@@ -59,6 +58,13 @@ class AblationTransformerXLBackbone(TransformerXLBackbone):
 
     # Generation runs the graph (the ablations' positions and memories).
     _generates_from_key_values = False
+    # Configs of `TransformerXLBackbone` with a mechanism taken away load
+    # here (see `ConfigVariants`).
+    _variant_arguments = {
+        "position_encoding": "relative",
+        "max_relative_distance": None,
+        "stop_memory_gradient": True,
+    }
 
     def __init__(
         self,
@@ -106,14 +112,6 @@ class AblationTransformerXLBackbone(TransformerXLBackbone):
             absolute = ops.flip(self.position_embedding(x), axis=0)  # (T, h)
             x = x + ops.expand_dims(ops.cast(absolute, x.dtype), 0)
         return x, None  # The ablations' attention reads no position input.
-
-    @classmethod
-    def _claims_config(cls, config):
-        # A `TransformerXLBackbone` config with a mechanism taken away.
-        return any(
-            key in config and config[key] != value
-            for key, value in ABLATION_ARGUMENTS.items()
-        )
 
     def get_config(self):
         config = super().get_config()

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_txl.models.memory_carry import prepare_memory_carry
+from keras_txl.models.carried_memory import prepare_memory_carry
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils.validation import check_positive_int
 
@@ -67,8 +67,6 @@ class UnrolledSegmentsLM(keras.Model):
         self.segment_length = check_positive_int(
             "segment_length", segment_length
         )
-        if not lm.built:
-            lm.build()
 
     @property
     def memory_state(self):

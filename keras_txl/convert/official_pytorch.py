@@ -206,7 +206,6 @@ def load_pytorch_names(
         tie_projections=tie_projections,
         cluster_order=cluster_order,
     )
-    lm.build()
 
     def get(name, shape=None):
         if name not in params:

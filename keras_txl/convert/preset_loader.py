@@ -1,6 +1,6 @@
 """The checkpoints of other Transformer-XL implementations that
 `TransformerXLCausalLM.from_preset` reads, registered with
-`keras_txl.models.foreign_checkpoints` when this package is imported:
+`TransformerXLCausalLM` when this package is imported:
 
 - a HuggingFace Transformer-XL folder or handle (`config.json` with
   `model_type` `"transfo-xl"`): weights by `from_huggingface`, its
@@ -13,7 +13,9 @@ import os
 
 from keras_txl.convert import official_tensorflow
 from keras_txl.convert.huggingface import from_huggingface
-from keras_txl.models.foreign_checkpoints import register_foreign_checkpoint
+from keras_txl.models.transformer_xl_causal_lm import (
+    register_foreign_checkpoint,
+)
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
@@ -38,18 +40,24 @@ def official_checkpoint_path(preset):
     return official_tensorflow.find_checkpoint(folder)
 
 
-def _load_huggingface(preset):
-    tokenizer = TransformerXLTokenizer.from_huggingface(preset)
+def _load_huggingface(preset, **kwargs):
     lm = from_huggingface(preset)
-    return lm, TransformerXLCausalLMPreprocessor(tokenizer)
+    if "preprocessor" in kwargs:
+        lm.preprocessor = kwargs["preprocessor"]
+    else:
+        tokenizer = TransformerXLTokenizer.from_huggingface(preset)
+        lm.preprocessor = TransformerXLCausalLMPreprocessor(tokenizer)
+    return lm
 
 
-def _load_official_tensorflow(preset):
-    # Its config: `config.json` or the `.sh` script beside it.
+def _load_official_tensorflow(preset, preprocessor=None):
+    # Its config: `config.json` or the `.sh` script beside it. The
+    # authors' checkpoints come with no tokenizer.
     lm = official_tensorflow.from_official_tensorflow(
         official_checkpoint_path(preset)
     )
-    return lm, None
+    lm.preprocessor = preprocessor
+    return lm
 
 
 register_foreign_checkpoint(

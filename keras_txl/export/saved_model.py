@@ -57,8 +57,10 @@ import tempfile
 
 import keras
 
-from keras_txl.models.saved_model_exporter import register_saved_model_exporter
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.models.transformer_xl_causal_lm import (
+    register_saved_model_exporter,
+)
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
@@ -151,8 +153,6 @@ def export_saved_model(
         batch_size, segment_length, memory_length
     )
     path = _check_destination(path, overwrite)
-    if not lm.built:
-        lm.build()
     if keras.config.backend() != "tensorflow":
         with tempfile.TemporaryDirectory(prefix="keras_txl_export_") as tmp:
             lm.save(os.path.join(tmp, run_folder.MODEL_FILE))

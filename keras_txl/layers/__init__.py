@@ -7,11 +7,9 @@ from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.compressive_memory import CompressiveMemory
 from keras_txl.layers.memory_cache import MemoryCache
-from keras_txl.layers.packed_dropout import PackedDropout
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
-from keras_txl.layers.relative_multi_head_attention import relative_shift
 from keras_txl.layers.relative_position_embedding import (
     RelativePositionEmbedding,
 )
@@ -22,9 +20,7 @@ __all__ = [
     "AdaptiveEmbedding",
     "AdaptiveSoftmax",
     "MemoryCache",
-    "PackedDropout",
     "RelativeMultiHeadAttention",
     "RelativePositionEmbedding",
     "TransformerXLBlock",
-    "relative_shift",
 ]

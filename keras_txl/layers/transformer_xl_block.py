@@ -261,24 +261,6 @@ class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
         )
         return config
 
-    # Subclasses that load configs this block once took (the ablations'
-    # `position_encoding`), each listed when its module is imported.
+    # The ablation block, whose arguments this block's configs once held
+    # (see `ConfigVariants`).
     _config_variants = []
-
-    @classmethod
-    def from_config(cls, config):
-        # Configs saved when this block took the ablations' arguments: the
-        # paper's setting loads here; the ablations' as their block.
-        config = dict(config)
-        variant = cls._config_variant(config)
-        if cls is TransformerXLBlock and variant is not None:
-            return variant.from_config(config)
-        encoding = config.pop("position_encoding", "relative")
-        if encoding != "relative":
-            raise ValueError(
-                f"This config describes an ablation block (position_encoding="
-                f"{encoding!r}): load it after `import keras_txl` (which "
-                "imports `keras_txl.ablation`)."
-            )
-        config.pop("max_relative_distance", None)
-        return cls(**config)

@@ -1,12 +1,12 @@
-"""Transformer-XL models: the backbone (and the Compressive Transformer's),
-the causal LM and the memory it carries between the batches of `fit`,
-`evaluate` and `predict`."""
+"""Transformer-XL models: the backbone (and the Compressive
+Transformer's), the causal LM with the memory it carries between the
+batches of `fit`, `evaluate` and `predict`, its preprocessor and
+tokenizers, and `MemorySpec`, what a memory holds."""
 
 from keras_txl.models.compressive_transformer_xl_backbone import (
     CompressiveTransformerXLBackbone,
 )
-from keras_txl.models.memory_reset import MemoryReset  # noqa: F401
-from keras_txl.models.memory_state import MemoryState
+from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
@@ -14,12 +14,9 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
 )
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 
-# `MemoryReset` is public from `keras_txl.training` (a callback of `fit`,
-# beside the other callbacks); the import above keeps the old path
-# `keras_txl.models.MemoryReset` working.
 __all__ = [
     "CompressiveTransformerXLBackbone",
-    "MemoryState",
+    "MemorySpec",
     "TransformerXLBackbone",
     "TransformerXLCausalLM",
     "TransformerXLCausalLMPreprocessor",

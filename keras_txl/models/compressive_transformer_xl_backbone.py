@@ -1,5 +1,4 @@
 import keras
-import numpy as np
 from keras import ops
 
 from keras_txl.layers.compressive_memory import CompressiveMemory
@@ -8,7 +7,6 @@ from keras_txl.layers.compressive_memory import check_loss_weight
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.utils.validation import check_positive_int
-from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -62,6 +60,14 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
 
     # Generation runs the graph (a second memory).
     _generates_from_key_values = False
+    # Configs of `TransformerXLBackbone` with a compressed memory load here
+    # (see `ConfigVariants`).
+    _variant_arguments = {
+        "compressed_memory_length": 0,
+        "compression_rate": None,
+        "compression": None,
+        "reconstruction_loss_weight": None,
+    }
 
     def __init__(
         self,
@@ -170,43 +176,6 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
             start,
             compressed_memory_length=compressed_memory_length,
         )
-
-    def check_memory(self, memory, batch_size=None):
-        """Raises a `ValueError` if `memory` does not fit this backbone."""
-        super().check_memory(memory, batch_size)
-        shape = self._check_states_shape(
-            memory, "compressed_memory", "Mc", batch_size
-        )
-        valid = memory["compressed_valid_length"]
-        if tuple(valid.shape) != tuple(memory["valid_length"].shape):
-            raise ValueError(
-                "`memory['compressed_valid_length']` must have shape (batch,)"
-                f". Received shape {tuple(valid.shape)}."
-            )
-        if is_concrete(valid) and is_concrete(memory["valid_length"]):
-            held = np.asarray(ops.convert_to_numpy(valid))
-            valid_length = np.asarray(
-                ops.convert_to_numpy(memory["valid_length"])
-            )
-            filled = valid_length == memory["memory"].shape[2]
-            if (
-                (held < 0).any()
-                or (held > shape[2]).any()
-                or ((held > 0) & ~filled).any()
-            ):
-                raise ValueError(
-                    "`memory['compressed_valid_length']` must lie in [0, Mc "
-                    f"= {shape[2]}], and be 0 wherever the memory is not full "
-                    "(the compressed memory fills only with states evicted "
-                    "from a full memory). Received compressed_valid_length="
-                    f"{held.tolist()}, valid_length={valid_length.tolist()}. "
-                    "Pass the memory dict returned by the previous call."
-                )
-
-    @classmethod
-    def _claims_config(cls, config):
-        # A `TransformerXLBackbone` config with a compressed memory.
-        return bool(config.get("compressed_memory_length"))
 
     def get_config(self):
         config = super().get_config()

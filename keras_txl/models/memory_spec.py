@@ -14,6 +14,8 @@ import numpy as np
 from keras import ops
 
 from keras_txl.utils.validation import check_positive_int
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 # The states of the last `M` positions at the input of every layer, and
 # how many of those slots (the last ones) hold states.
@@ -22,6 +24,8 @@ MEMORY_KEYS = ("memory", "valid_length")
 COMPRESSED_KEYS = ("compressed_memory", "compressed_valid_length")
 # The keys whose tensors count valid slots (int32, shape `(batch,)`).
 LENGTH_KEYS = ("valid_length", "compressed_valid_length")
+# The memories a text can start from (`backbone.initial_memory(start=...)`).
+MEMORY_STARTS = ("empty", "zeros")
 
 
 class MemorySpec:
@@ -178,6 +182,91 @@ class MemorySpec:
             for key, value in memory.items()
         }
 
+    def check(self, memory, batch_size=None):
+        """Raises a `ValueError` (a `TypeError` for a dtype) unless
+        `memory` is a memory of this spec: its keys; float states
+        `(batch, num_layers, slots, hidden_dim)` of any length; int
+        lengths `(batch,)` within the slots (checked when concrete); and
+        a compressed memory that holds states only behind a full memory
+        (it fills with states evicted from it)."""
+        keys = list(self.keys)
+        if not isinstance(memory, dict) or set(memory) != set(keys):
+            got = sorted(memory) if isinstance(memory, dict) else type(memory)
+            raise ValueError(
+                f"`memory` must be a dict with keys {keys} (see "
+                f"`backbone.initial_memory()`). Received: {got}"
+            )
+        lengths = {}
+        for key, length_key, slots in (
+            ("memory", "valid_length", "M"),
+            ("compressed_memory", "compressed_valid_length", "Mc"),
+        ):
+            if key not in memory:
+                continue
+            states, valid = memory[key], memory[length_key]
+            shape, expected = tuple(states.shape), (batch_size,)
+            expected += (self.num_layers, slots, self.hidden_dim)
+            if len(shape) != 4 or any(
+                None not in (got, want) and got != want
+                for got, want in zip(shape, expected)
+                if want != slots
+            ):
+                raise ValueError(
+                    f"`memory['{key}']` must have shape (batch, num_layers, "
+                    f"{slots}, hidden_dim) = {expected}. Received shape "
+                    f"{shape}. Build it with "
+                    "`backbone.initial_memory(batch_size)`."
+                )
+            if "float" not in dtype_name(states):
+                raise TypeError(
+                    f"`memory['{key}']` must be a float tensor (of the "
+                    "backbone's `memory_dtype`; other floats are cast). "
+                    f"Received dtype {dtype_name(states)}."
+                )
+            valid_shape = tuple(valid.shape)
+            if (
+                len(valid_shape) != 1
+                or None
+                not in (
+                    valid_shape[0],
+                    shape[0],
+                )
+                and (valid_shape[0] != shape[0])
+            ):
+                raise ValueError(
+                    f"`memory['{length_key}']` must have shape (batch,) = "
+                    f"({shape[0]},). Received shape {valid_shape}."
+                )
+            if "int" not in dtype_name(valid):
+                raise TypeError(
+                    f"`memory['{length_key}']` must hold integers (int32), "
+                    "the number of valid slots. Received dtype "
+                    f"{dtype_name(valid)}."
+                )
+            if is_concrete(valid) and shape[2] is not None:
+                values = np.asarray(ops.convert_to_numpy(valid))
+                lengths[key] = (values, shape[2])
+                if values.size and (
+                    values.min() < 0 or values.max() > shape[2]
+                ):
+                    raise ValueError(
+                        f"`memory['{length_key}']` must lie in [0, {slots}] "
+                        f"for a memory of {slots}={shape[2]} slots. Received "
+                        f"values in [{values.min()}, {values.max()}]. Pass "
+                        "the lengths returned with the memory."
+                    )
+        if len(lengths) == 2:
+            (valid, slots), (held, _) = lengths.values()
+            if ((held > 0) & (valid != slots)).any():
+                raise ValueError(
+                    "`memory['compressed_valid_length']` must be 0 wherever "
+                    "the memory is not full (the compressed memory fills "
+                    "only with states evicted from a full memory). Received "
+                    f"compressed_valid_length={held.tolist()}, valid_length="
+                    f"{valid.tolist()}. Pass the memory dict returned by "
+                    "the previous call."
+                )
+
     def select(self, outputs):
         """The memory in a dict of outputs (e.g. a backbone's)."""
         return {key: outputs[key] for key in self.keys}
@@ -261,3 +350,16 @@ def _saved_dtype(dtype):
 def _saved_array(value, dtype):
     value = ops.convert_to_numpy(ops.cast(value, _saved_dtype(dtype)))
     return np.asarray(value)
+
+
+def check_memory_start(start):
+    """Checks the `start` of `initial_memory` (and of `generate`,
+    `score`)."""
+    if start not in MEMORY_STARTS:
+        raise ValueError(
+            "`start` must be 'empty' (no valid slot: the authors' PyTorch "
+            "code) or 'zeros' (memory_length zero vectors that are attended "
+            "to: the authors' TensorFlow code and HuggingFace). Received: "
+            f"start={start!r}"
+        )
+    return start

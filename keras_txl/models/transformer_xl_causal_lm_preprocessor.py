@@ -150,16 +150,16 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         eos = self._end_of_line
         return split_words(x, None if eos is None else END_OF_LINE_TOKEN)
 
-    def _call_python(self, x, y=None, sample_weight=None, sequence_length=None):
-        return super()._call_python(
+    def call(self, x, y=None, sample_weight=None, sequence_length=None):
+        return super().call(
             self._words(x),
             y=y,
             sample_weight=sample_weight,
             sequence_length=sequence_length,
         )
 
-    def _generate_preprocess_python(self, x, sequence_length=None):
-        return super()._generate_preprocess_python(
+    def generate_preprocess(self, x, sequence_length=None):
+        return super().generate_preprocess(
             self._words(x), sequence_length=sequence_length
         )
 

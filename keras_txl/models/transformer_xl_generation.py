@@ -1,20 +1,22 @@
 """Generation of `TransformerXLCausalLM`: keras-hub's `generate()` with
 the memory carried as loop state.
 
-`generate()` checks the prompts and options, keras-hub's `CausalLM`
-runs the loop, and `generate_step` (compiled) runs the prompt in segments
+`generate()` checks the prompts and options, keras-hub's `CausalLM` runs
+the loop, and `generate_step` (compiled) runs the prompt in segments
 through the backbone's graph, then the prompt's tail and every new token
-on the memory's keys and values (`TransformerXLBackbone.key_value_cache`),
-one token a step, with keras-hub's sampler. Nothing here assigns a
-variable: the key/value cache (or a variant's memory) is the loop state
-that keras-hub's sampler calls `cache`.
+on the memory's keys and values (`key_value_cache`, projected once: for
+one new token, projecting the `M` memory states of every layer again
+would cost far more than the token's own work), one token a step, with
+keras-hub's sampler. Nothing here assigns a variable: the key/value cache
+(or a variant's memory) is the loop state that keras-hub's sampler calls
+`cache`.
 """
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.models.backbone_memory import check_memory_start
+from keras_txl.models.memory_spec import check_memory_start
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import is_concrete
 
@@ -162,8 +164,6 @@ class TransformerXLGeneration:
             # The lengths are read when the generate function is traced.
             self._generate_options = options
             self.generate_function = None
-        if not self.built:
-            self.build()
         return super().generate(
             inputs,
             max_length=max_length,
@@ -194,15 +194,92 @@ class TransformerXLGeneration:
             return super().make_generate_function()
         import tensorflow as tf
 
-        # XLA unless a layer cannot be compiled (Keras's own check).
-        jit_compile = getattr(self, "_generate_with_xla", True) and all(
-            getattr(layer, "supports_jit", True)
-            for layer in self._flatten_layers()
-        )
+        # Every layer of the model compiles with XLA.
         self.generate_function = tf.function(
-            self.generate_step, jit_compile=jit_compile, autograph=False
+            self.generate_step,
+            jit_compile=getattr(self, "_generate_with_xla", True),
+            autograph=False,
         )
         return self.generate_function
+
+    # === The key/value cache (keras-hub's `call_with_cache`) ===
+
+    def key_value_cache(self, memory):
+        """Every layer's keys and values of `memory`, projected once.
+
+        Args:
+            memory: a memory dict (`{"memory", "valid_length"}`).
+
+        Returns:
+            `{"key_values": [(batch, M, 2 * num_heads * head_dim)] *
+            num_layers, "valid_length": (batch,)}`: a tensor per layer, so
+            a step copies each layer's once.
+        """
+        states = memory["memory"]  # (batch, L, M, hidden)
+        blocks = self.backbone.transformer_layers
+        return {
+            "key_values": [
+                block.key_values(states[:, i])  # (batch, M, 2 * h * hd)
+                for i, block in enumerate(blocks)
+            ],
+            "valid_length": ops.cast(memory["valid_length"], "int32"),
+        }
+
+    def _position_keys(self, segment_length, memory_length):
+        """Every layer's projected relative position embeddings for a
+        segment of `segment_length` after `memory_length` slots: they
+        depend on the lengths alone, so a loop computes them once."""
+        position = self.backbone.position_embedding(
+            ops.zeros((1, segment_length, 1)), ops.zeros((1, memory_length, 1))
+        )  # (M + T, hidden)
+        return [
+            block.position_keys(position)  # (heads, head_dim, M + T + 1)
+            for block in self.backbone.transformer_layers
+        ]
+
+    def call_with_key_value_cache(
+        self, token_ids, key_value_cache, position_keys=None
+    ):
+        """One segment in inference mode from a key/value cache: the
+        outputs of `call_with_memory` on the memory it was made from (to
+        float rounding), at the cost of the segment alone.
+
+        Args:
+            token_ids: int tensor `(batch, T)`.
+            key_value_cache: dict from `key_value_cache()` or the last call.
+            position_keys: optional, from `_position_keys(T, M)`.
+
+        Returns:
+            `(logits, hidden_states, new_key_value_cache)`: float32
+            `(batch, T, vocab)`, `(batch, T, hidden)`, and the last `M`
+            keys and values of each layer.
+        """
+        backbone = self.backbone
+        valid_length = ops.cast(key_value_cache["valid_length"], "int32")
+        memory_length = ops.shape(key_value_cache["key_values"][0])[1]
+        segment_length = ops.shape(token_ids)[1]
+        x = backbone._embed_tokens(token_ids)  # (batch, T, hidden)
+        if position_keys is None:
+            position_keys = self._position_keys(segment_length, memory_length)
+        new_key_values = []
+        for i, block in enumerate(backbone.transformer_layers):
+            memory = key_value_cache["key_values"][i]  # (b, M, 2 * h * hd)
+            key_values = ops.concatenate(
+                [ops.cast(memory, x.dtype), block.key_values(x)], axis=1
+            )  # (batch, M + T, 2 * heads * head_dim)
+            x = block(
+                x,
+                None,
+                memory_valid_length=valid_length,
+                key_values=key_values,
+                position_keys=position_keys[i],
+            )  # (batch, T, hidden)
+            new_key_values.append(
+                ops.slice(key_values, [0, segment_length, 0], ops.shape(memory))
+            )  # (batch, M, 2 * heads * head_dim): the last M
+        valid_length = ops.minimum(valid_length + segment_length, memory_length)
+        cache = {"key_values": new_key_values, "valid_length": valid_length}
+        return self.compute_logits(x), x, cache
 
     def _generate_segment(self, token_ids, memory):
         """One backbone pass for generation: `(hidden, new_memory)`."""
@@ -291,18 +368,22 @@ class TransformerXLGeneration:
         # the new tokens. The plain backbone runs them on its memory's keys
         # and values, projected once here, not again at each step; its
         # variants run their graph.
-        backbone = self.backbone
-        if backbone._generates_from_key_values:
-            memory = backbone.key_value_cache(memory)
+        if self.backbone._generates_from_key_values:
+            memory = self.key_value_cache(memory)
             # The same for every new token: one token after the memory.
-            position_keys = backbone.position_keys(1, memory_length)
+            position_keys = self._position_keys(1, memory_length)
+
+            def segment_step(segment, key_value_cache):
+                return self.call_with_key_value_cache(segment, key_value_cache)[
+                    1:
+                ]
 
             def step(token, key_value_cache):
-                return backbone.call_with_key_value_cache(
+                return self.call_with_key_value_cache(
                     token, key_value_cache, position_keys
-                )
+                )[1:]
 
-            tail = [(8, backbone.call_with_key_value_cache), (1, step)]
+            tail = [(8, segment_step), (1, step)]
         else:
             step = self._generate_segment
             tail = [(1, step)]

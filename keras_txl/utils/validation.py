@@ -34,34 +34,6 @@ def check_optional_positive_int(name, value, allow_zero=False):
     return check_positive_int(name, value, allow_zero=allow_zero)
 
 
-def renamed_argument(name, value, old_name, kwargs):
-    """The value of argument `name`, also given under its old name
-    `old_name` in `kwargs` (with a `DeprecationWarning`). Raises a
-    `TypeError` on another keyword argument, on both names given, and on
-    neither."""
-    unexpected = sorted(set(kwargs) - {old_name})
-    if unexpected:
-        raise TypeError(
-            f"Unexpected keyword arguments {unexpected}. Received them "
-            f"beside `{name}`."
-        )
-    if old_name in kwargs:
-        if value is not None:
-            raise TypeError(
-                f"`{old_name}` is the old name of `{name}`: pass only "
-                f"`{name}`. Received both."
-            )
-        warnings.warn(
-            f"`{old_name}` is renamed `{name}`: pass `{name}=` instead.",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        value = kwargs[old_name]
-    if value is None:
-        raise TypeError(f"Missing argument `{name}`. Received: None")
-    return value
-
-
 def check_rate(name, value):
     """Checks a dropout rate: a float in [0, 1)."""
     if (

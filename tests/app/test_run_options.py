@@ -15,7 +15,7 @@ from keras_txl.app.run import fit_language_model
 from keras_txl.app.run import train
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
-from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.training import MemoryReset
 from keras_txl.utils import run_folder
 
 TEXT = (

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.layers import PackedDropout
+from keras_txl.layers.packed_dropout import PackedDropout
 from tests.test_case import run_layer_round_trip
 from tests.test_case import to_numpy
 

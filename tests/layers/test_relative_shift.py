@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.layers import relative_shift
 from keras_txl.layers.relative_multi_head_attention import _shift_padded
+from keras_txl.layers.relative_multi_head_attention import relative_shift
 from tests.test_case import gradients
 from tests.test_case import to_numpy
 

@@ -91,9 +91,9 @@ def test_compute_loss_matches_the_compiled_loss(tied_lm):
     x, y = _fit_data()
     weights = np.array([[1, 1, 1, 0, 0, 1], [1, 0, 1, 1, 1, 1]], "float32")
     log_probs = lm(x)
-    assert lm._step_outputs._record["logits"] is log_probs
+    assert lm._step_record.tensors["logits"] is log_probs
     loss = lm.compute_loss(x, y, log_probs, sample_weight=weights)
-    assert lm._step_outputs.take() == {}  # consumed
+    assert lm._step_record.tensors == {}  # consumed
     expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
         y, log_probs, sample_weight=weights
     )

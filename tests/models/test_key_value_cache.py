@@ -1,4 +1,4 @@
-"""Generation's key/value cache: `TransformerXLBackbone.key_value_cache`
+"""Generation's key/value cache: `TransformerXLCausalLM.key_value_cache`
 and `call_with_key_value_cache` compute what the graph computes on the
 hidden-state memory, and `generate()` gives the same tokens either way."""
 
@@ -11,6 +11,7 @@ import pytest
 from keras_txl.ablation import AblationTransformerXLBackbone
 from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
+from keras_txl.models import TransformerXLCausalLM
 from tests.test_case import to_numpy
 from tests.tiny_models import backbone_config
 from tests.tiny_models import generation_lm
@@ -44,17 +45,17 @@ def check_cache_steps(options, segment_length):
     # From an empty memory (its slots fill over the first steps) to a full
     # one that drops its oldest states: 6 segments.
     keras.utils.set_random_seed(0)
-    backbone = TransformerXLBackbone(**TINY, **options)
+    lm = TransformerXLCausalLM(TransformerXLBackbone(**TINY, **options))
     rng = np.random.default_rng(1)
-    memory = backbone.initial_memory(2)
-    cache = backbone.key_value_cache(memory)
+    memory = lm.backbone.initial_memory(2)
+    cache = lm.key_value_cache(memory)
     for _ in range(6):
         tokens = rng.integers(0, 30, (2, segment_length)).astype("int32")
-        expected, memory = backbone.call_with_memory(tokens, memory)
-        got, cache = backbone.call_with_key_value_cache(tokens, cache)
+        expected, memory = lm.call_with_memory(tokens, memory)
+        got, _, cache = lm.call_with_key_value_cache(tokens, cache)
         np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-5)
         # The cache holds what projecting the new memory gives.
-        projected = backbone.key_value_cache(memory)
+        projected = lm.key_value_cache(memory)
         for layer, expected_layer in zip(
             cache["key_values"], projected["key_values"]
         ):
@@ -73,10 +74,11 @@ def check_cache_steps(options, segment_length):
 
 def test_position_keys_are_computed_once_per_length(monkeypatch):
     """`generate()` projects the position embeddings of its one-token
-    steps once (`position_keys(1, M)`, one `(heads, head_dim, M + 2)` per
+    steps once (`_position_keys(1, M)`, one `(heads, head_dim, M + 2)` per
     layer); the steps take them and project none themselves."""
-    backbone = TransformerXLBackbone(**TINY)
-    keys = backbone.position_keys(1, 5)
+    keys = TransformerXLCausalLM(TransformerXLBackbone(**TINY))._position_keys(
+        1, 5
+    )
     assert len(keys) == 3
     assert [tuple(k.shape) for k in keys] == [(2, 4, 7)] * 3
 
@@ -103,12 +105,12 @@ def test_position_keys_are_computed_once_per_length(monkeypatch):
         return wrapper
 
     monkeypatch.setattr(
-        backbone, "position_keys", counted("once", backbone.position_keys)
+        lm, "_position_keys", counted("once", lm._position_keys)
     )
     monkeypatch.setattr(
-        backbone,
+        lm,
         "call_with_key_value_cache",
-        counted("steps", backbone.call_with_key_value_cache),
+        counted("steps", lm.call_with_key_value_cache),
     )
     for block in backbone.transformer_layers:
         attention = block.attention

@@ -128,7 +128,7 @@ def test_evaluation_copy_of_a_lora_model_computes_the_same():
     """An evaluation copy with its own backbone (as `keras-txl evaluate`
     makes with the evaluation's `same_length`) carries the LoRA kernels:
     it used to copy the trainable weights only and fail on their count."""
-    from keras_txl.models.evaluation_copy import evaluation_copy
+    from keras_txl.models.carried_memory import evaluation_copy
 
     lm = _lm()
     lm.enable_lora(2, ["query", "key"])

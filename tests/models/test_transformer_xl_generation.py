@@ -103,7 +103,7 @@ def spy_steps(lm):
     memory `(batch, M, 2 * heads * head_dim)` per layer)."""
     calls = []
     generate_segment = lm._generate_segment
-    cached_step = lm.backbone.call_with_key_value_cache
+    cached_step = lm.call_with_key_value_cache
 
     def spy_graph(token_ids, memory):
         shape = tuple(memory["memory"].shape)
@@ -116,7 +116,7 @@ def spy_steps(lm):
         return cached_step(token_ids, cache, position_keys)
 
     lm._generate_segment = spy_graph
-    lm.backbone.call_with_key_value_cache = spy_cache
+    lm.call_with_key_value_cache = spy_cache
     return calls
 
 

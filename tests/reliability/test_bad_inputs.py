@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from keras_txl import data
 from keras_txl import layers
-from keras_txl import models
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
+from keras_txl.models.memory_state import MemoryState
 from keras_txl.training.nan_guard import NanGuard
 from tests.test_case import to_numpy
 from tests.tiny_models import BACKBONE_KWARGS
@@ -69,7 +69,7 @@ CONSTRUCTORS = {
         dict(memory_length=OPTIONAL_NON_NEGATIVE_INT),
     ),
     "MemoryState": (
-        models.MemoryState,
+        MemoryState,
         dict(num_layers=2, memory_length=4, hidden_dim=8),
         dict(
             num_layers=POSITIVE_INT,

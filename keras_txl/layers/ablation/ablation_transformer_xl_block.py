@@ -70,6 +70,12 @@ class AblationTransformerXLBlock(TransformerXLBlock):
     (2, 4, 16)
     """
 
+    # Configs of `TransformerXLBlock` that hold other positions load here.
+    _variant_arguments = {
+        "position_encoding": "relative",
+        "max_relative_distance": None,
+    }
+
     def __init__(
         self,
         position_encoding="relative",
@@ -106,12 +112,3 @@ class AblationTransformerXLBlock(TransformerXLBlock):
             }
         )
         return config
-
-    @classmethod
-    def _claims_config(cls, config):
-        # A `TransformerXLBlock` config of the ablations' positions.
-        return config.get("position_encoding", "relative") != "relative"
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)

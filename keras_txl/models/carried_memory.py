@@ -2,29 +2,25 @@
 
 Read top to bottom; this is the whole path:
 
-1. `TransformerXLCausalLM.fit(...)` (and `evaluate`, `predict`: the
-   `CarriedMemory` mixin, below) names
-   its arguments (`bind_arguments`, below) and calls `carry_memory` with
-   them (token ids only: strings for a preprocessor carry nothing).
-2. `carry_memory` checks the token ids and calls `prepare_memory_carry`,
-   which finds the batch size of the data (`_infer_batch_size`: a static
+1. `TransformerXLCausalLM.fit` (and `evaluate`, `predict`: `CarriedMemory`
+   below) names its arguments and calls `carry_memory` with them (strings
+   for a preprocessor carry nothing).
+2. `prepare_memory_carry` finds the batch size of the data (a static
    `tf.data` shape, the first batch, or the rows of arrays), divides it
-   between `tf.distribute` replicas, builds the model's `MemoryState`
-   for it (`model.build_memory`) or checks it is the same
-   (`MemoryState.check_batch_size`), guards a `tf.data.Dataset` whose
-   batch size is not static (`guard_batch_size`), and adds a
-   `MemoryReset` callback unless one is given.
+   between `tf.distribute` replicas, builds the model's `MemoryState` for
+   it (or checks it is the same), guards a `tf.data.Dataset` whose batch
+   size is not static (`guard_batch_size`), and adds a `MemoryReset`
+   callback unless one is given.
 3. Keras runs one step per batch; `TransformerXLCausalLM.call` reads the
    memory from `MemoryState`, runs the backbone on it and writes the new
-   memory back (`models/memory_state.py`: non-trainable variables, the
-   one pattern Keras carries through `fit` on every backend).
-4. `MemoryReset` (`models/memory_reset.py`) empties the memory at each
-   epoch start (or every `reset_every` steps) and before evaluation and
-   prediction; around the validation pass of `fit` it stashes the
-   training memory and puts it back.
+   memory back (`memory_state.py`: non-trainable variables, the one
+   pattern Keras carries through `fit` on every backend).
+4. `MemoryReset` empties the memory at each epoch start (or every
+   `reset_every` steps) and before evaluation and prediction; around the
+   validation pass of `fit` it stashes the training memory and puts it
+   back.
 
-What the memory holds (keys, shapes, dtypes) is `MemorySpec`'s
-(`models/memory_spec.py`).
+What the memory holds is `MemorySpec`'s (`memory_spec.py`).
 """
 
 import inspect
@@ -33,8 +29,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.models.evaluation_copy import evaluation_copy
-from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.models.memory_state import MemoryReset
+from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
+from keras_txl.models.transformer_xl_backbone import lora_enabled
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_token_data
 from keras_txl.utils.validation import check_token_ids
@@ -360,8 +357,10 @@ class CarriedMemory:
 
     def _carried_memory_arguments(self, method, args, kwargs):
         """The arguments of `method` (Keras's `fit`, `evaluate` or
-        `predict`), by name, readied for the carried memory (see
-        `keras_txl/models/memory_carry.py`)."""
+        `predict`), by name, readied for the carried memory."""
+        if lora_enabled(self.backbone):
+            # `backbone.enable_lora` leaves the output layer trainable.
+            freeze_all_but_lora(self)
         arguments = bind_arguments(method, args, kwargs)
         if self.preprocessor is not None and is_text(arguments.get("x")):
             return arguments  # Independent strings: no memory carried.
@@ -419,3 +418,74 @@ def is_text(x):
         return False
     name = getattr(dtype, "name", str(dtype))
     return name == "string" or getattr(dtype, "kind", None) in ("O", "U", "S")
+
+
+def evaluation_copy(lm, memory_length=None, name=None, **backbone_changes):
+    """A model with the weights of `lm`, for evaluation: the one way to a
+    copy with another carried memory length (`with_memory_length`), other
+    evaluation settings of the backbone (`same_length`, `clamp_length`:
+    `keras_txl.training.evaluate_segments`), or both.
+
+    Without `backbone_changes` the copy shares `lm`'s backbone and output
+    layer (the same variables). With them the copy has a new backbone of
+    `lm`'s config with those changes, and its own variables holding a copy
+    of `lm`'s weights (a copy, not the same buffers: JAX's `predict` may
+    donate the buffers it reads). Either way the copy has its own carried
+    memory, empty, keeps `lm`'s preprocessor, and is compiled with the
+    defaults if `lm` is compiled.
+
+    Args:
+        lm: a `TransformerXLCausalLM`.
+        memory_length: int >= 0 or `None` (`lm.memory_length`).
+        name: the copy's name; `None` for `"{lm.name}_copy"`.
+        **backbone_changes: backbone arguments to change.
+
+    Returns:
+        A `TransformerXLCausalLM`.
+    """
+    if memory_length is None:
+        memory_length = lm.memory_length
+    backbone = lm.backbone
+    if backbone_changes:
+        config = {**backbone.get_config(), **backbone_changes}
+        backbone = type(backbone).from_config(config)
+    adaptive = lm.adaptive_softmax is not None
+    copy = type(lm)(
+        backbone,
+        tie_weights=lm.tie_weights,
+        memory_length=memory_length,
+        tie_projections=lm.tie_projections if adaptive else None,
+        tail_capacity=lm.tail_capacity if adaptive else None,
+        cluster_order=lm.cluster_order,
+        preprocessor=lm.preprocessor,
+        name=f"{lm.name}_copy" if name is None else name,
+        # The same output variables, unless the backbone is new.
+        _output_layer_of=None if backbone_changes else lm,
+    )
+    if backbone_changes:
+        lora = [w for w in lm.backbone.weights if "lora_kernel_a" in w.path]
+        if lora:
+            # The copy's backbone comes from the config, which has no LoRA:
+            # the same targets and rank give it the same weights.
+            names = sorted({weight.path.split("/")[-2] for weight in lora})
+            copy.enable_lora(int(lora[0].shape[-1]), names)
+        # All weights but the carried memory's: the copy's starts empty.
+        sources, targets = _model_weights(lm), _model_weights(copy)
+        if [tuple(w.shape) for w in sources] != [
+            tuple(w.shape) for w in targets
+        ]:
+            raise ValueError(
+                "The evaluation copy does not have the weights of the model "
+                f"({len(targets)} vs {len(sources)}, or their shapes differ)."
+            )
+        for target, source in zip(targets, sources):
+            target.assign(ops.convert_to_numpy(source))
+    if lm.compiled:
+        copy.compile()
+    return copy
+
+
+def _model_weights(lm):
+    """`lm.weights` without the carried memory's state."""
+    carried = {id(weight) for weight in lm.memory_state.weights}
+    return [weight for weight in lm.weights if id(weight) not in carried]

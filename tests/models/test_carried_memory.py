@@ -6,7 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.models import MemoryReset
+from keras_txl.models.memory_state import MemoryState
+from keras_txl.training import MemoryReset
 from tests.tiny_models import training_lm
 from tests.training.helpers import explicit_loop
 from tests.training.helpers import nll
@@ -174,3 +175,10 @@ def test_fit_solves_a_task_only_the_previous_batch_can_solve():
     assert losses[0] > 2.5, losses
     # With memory, 3 of the 4 copies of each block are predictable.
     assert losses[T] < losses[0] - 1.0, losses
+
+
+def test_memory_state_write_names_the_keys_a_memory_dict_needs():
+    state = MemoryState(num_layers=1, memory_length=2, hidden_dim=3)
+    state.build(batch_size=1)
+    with pytest.raises(KeyError, match=r"\['memory', 'valid_length'\]"):
+        state.write({"memory": np.zeros((1, 1, 2, 3), "float32")})

@@ -44,7 +44,7 @@ def score(
     Returns:
         Float32 logits `(batch, N, vocab)` or losses `(batch, N)`.
     """
-    from keras_txl.models.backbone_memory import check_memory_start
+    from keras_txl.models.memory_spec import check_memory_start
 
     if scoring_mode not in SCORING_MODES:
         raise ValueError(
@@ -84,8 +84,6 @@ def score(
     if segment_length is None:
         segment_length = DEFAULT_SEGMENT_LENGTH
     memory_start = check_memory_start(memory_start)
-    if not lm.built:
-        lm.build()
     batch_size, length = shape
     memory = backbone.initial_memory(
         batch_size, memory_length=memory_length, start=memory_start
@@ -199,11 +197,8 @@ def _make_compiled_step(lm, loss):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        jit = all(
-            getattr(layer, "supports_jit", True)
-            for layer in lm._flatten_layers()
-        )
-        return tf.function(step, jit_compile=jit, reduce_retracing=True)
+        # XLA, as on JAX: every layer of the model compiles.
+        return tf.function(step, jit_compile=True, reduce_retracing=True)
     if backend == "torch":
         import torch
 
