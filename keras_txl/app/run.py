@@ -31,8 +31,10 @@ from keras_txl.app.sampling import generate_text
 from keras_txl.app.sampling import make_sampler
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
-from keras_txl.distribute import memory_budget
-from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.distribute import device_budget
+from keras_txl.training import MemoryReset
+from keras_txl.training import TrainingDiverged
+from keras_txl.training import TrainingInterrupted
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.nan_guard import NanGuard
 from keras_txl.training.periodic_validation import PeriodicValidation
@@ -41,8 +43,6 @@ from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.stop_on_signal import StopOnSignal
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
-from keras_txl.training.training_diverged import TrainingDiverged
-from keras_txl.training.training_interrupted import TrainingInterrupted
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 
@@ -400,20 +400,21 @@ def _compiled_model(config, strategy, run_data, log):
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
         )
-        lm.build()  # its weights, for the budget below
         if strategy is not None:
             strategy.build_memory(lm, batch)
     replicas = 1 if strategy is None else strategy.num_replicas
-    budget = memory_budget(
-        lm,
+    budget = device_budget(
+        lm.backbone.get_config(),
         batch,
         config.segment_length,
         replicas=replicas,
         dtype=config.dtype_policy,
+        parameter_count=lm.count_params(),
     )
     log(
-        f"Memory per replica: {budget['total'] / 2**20:,.1f} MiB estimated "
-        f"(keras_txl.distribute.memory_budget), {budget['per_replica_batch']} "
+        f"Device bytes per replica: {budget['total'] / 2**20:,.1f} MiB "
+        f"estimated (keras_txl.distribute.device_budget), "
+        f"{budget['per_replica_batch']} "
         f"of {batch} streams on each of {replicas} replica(s), strategy "
         f"'{config.strategy}'."
     )

@@ -9,9 +9,7 @@ global_batch_size)` and `strategy.distribute_dataset(dataset)`. See
 `docs/distributed.md`.
 """
 
-from keras_txl.distribute.layouts import memory_layout_map
-from keras_txl.distribute.memory_budget import memory_budget
-from keras_txl.distribute.memory_budget import parameter_count
+from keras_txl.distribute.device_budget import device_budget
 from keras_txl.distribute.replica_strategy import ReplicaStrategy
 from keras_txl.distribute.replica_strategy import static_batch_size
 from keras_txl.distribute.strategies import STRATEGY_NAMES
@@ -25,8 +23,6 @@ __all__ = [
     "check_strategy_name",
     "configure_devices",
     "make_strategy",
-    "memory_budget",
-    "memory_layout_map",
-    "parameter_count",
+    "device_budget",
     "static_batch_size",
 ]

@@ -9,8 +9,6 @@ replicas, the weights and the optimizer state are copied on each (data
 parallelism).
 """
 
-import math
-
 from keras_txl.utils.validation import check_memory_dtype
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -36,6 +34,15 @@ _POLICIES = {
     "mixed_bfloat16": (2, 4),
 }
 
+# Options of the variants, with the paper's value.
+_PLAIN_OPTIONS = {
+    "cutoffs": [],
+    "div_val": 1,
+    "embedding_dim": None,
+    "compressed_memory_length": 0,
+    "position_encoding": "relative",
+}
+
 # Slot variables per parameter.
 _OPTIMIZER_SLOTS = {"adam": 2, "adamw": 2, "lamb": 2, "rmsprop": 1, "sgd": 0}
 
@@ -45,8 +52,8 @@ def _backbone_config(config):
         config = config.get_config()
     if not isinstance(config, dict):
         raise ValueError(
-            "`config` must be a `TransformerXLBackbone` or its "
-            f"`get_config()` dict. Received: {type(config).__name__}"
+            "`config` must be a backbone's `get_config()` dict. Received: "
+            f"{type(config).__name__}"
         )
     missing = [key for key in _CONFIG_KEYS if key not in config]
     if missing:
@@ -60,57 +67,30 @@ def _backbone_config(config):
         for key in _CONFIG_KEYS
     }
     checked["memory_dtype"] = config.get("memory_dtype")
+    # Options whose weights the count below does not know.
+    checked["variant"] = sorted(
+        key
+        for key, plain in _PLAIN_OPTIONS.items()
+        if config.get(key, plain) not in (plain, None)
+        and not (key == "embedding_dim" and config[key] == config["hidden_dim"])
+    )
     return checked
 
 
-def parameter_count(config, tie_weights=True):
-    """Number of trainable parameters of a `TransformerXLCausalLM`: the
-    weights of the built model, counted once each (a tied output layer
-    shares the embedding's), so that every backbone option (adaptive
-    input and softmax, learned relative positions, the compressive
-    memory's convolution) counts as the model holds it.
-
-    Args:
-        config: a `TransformerXLCausalLM` (counted as it is), a
-            `TransformerXLBackbone` or its `get_config()` dict (a model is
-            built from it: its weights are allocated).
-        tie_weights: bool. Whether the output layer shares the token
-            embedding (`TransformerXLCausalLM(tie_weights=...)`); ignored
-            for a `TransformerXLCausalLM`.
-
-    Returns:
-        int.
-
-    Example:
-
-    >>> parameter_count({
-    ...     "vocabulary_size": 10, "num_layers": 1, "num_heads": 2,
-    ...     "hidden_dim": 4, "head_dim": 2, "intermediate_dim": 8,
-    ...     "memory_length": 3,
-    ... })
-    230
-    """
-    lm = _language_model(config, tie_weights)
-    if not lm.built:
-        lm.build()
-    unique = {id(w): w for w in lm.trainable_weights}
-    return sum(int(math.prod(w.shape)) for w in unique.values())
+def _parameter_count(c, tie_weights):
+    """Trainable parameters of the paper's model (`TransformerXLCausalLM`
+    on a plain `TransformerXLBackbone`), from its config: the count of
+    `lm.count_params()` (tests/distribute/test_device_budget.py)."""
+    d, v, di = c["hidden_dim"], c["vocabulary_size"], c["intermediate_dim"]
+    nh = c["num_heads"] * c["head_dim"]
+    # Query, key, value, position and output projections (no biases), the
+    # biases u and v, two layer norms, the feed-forward with its biases.
+    layer = 5 * d * nh + 2 * nh + 2 * 2 * d + 2 * d * di + di + d
+    output = v if tie_weights else v + d * v  # the bias (and a kernel)
+    return v * d + c["num_layers"] * layer + output
 
 
-def _language_model(config, tie_weights):
-    """The `TransformerXLCausalLM` whose weights `config` describes."""
-    from keras_txl.models import TransformerXLBackbone
-    from keras_txl.models import TransformerXLCausalLM
-
-    if isinstance(config, TransformerXLCausalLM):
-        return config
-    if not isinstance(config, TransformerXLBackbone):
-        _backbone_config(config)  # the error of a wrong argument
-        config = TransformerXLBackbone.from_config(dict(config))
-    return TransformerXLCausalLM(config, tie_weights=tie_weights)
-
-
-def memory_budget(
+def device_budget(
     config,
     batch_size,
     segment_length,
@@ -119,6 +99,7 @@ def memory_budget(
     dtype="float32",
     optimizer="adam",
     tie_weights=True,
+    parameter_count=None,
 ):
     """Bytes that one replica holds during a training step.
 
@@ -126,11 +107,12 @@ def memory_budget(
     step keeps alive at its peak. Compilers fuse some of them and add
     buffers of their own; at small scale it lies within 0.8x to 1.05x of
     XLA's memory analysis of the compiled step (`measure_train_step_memory`
-    on JAX; see `docs/distributed.md`).
+    on JAX; see `docs/distributed.md`). It needs the model's sizes only:
+    strategies know no model class.
 
     Args:
-        config: a `TransformerXLCausalLM`, a `TransformerXLBackbone` or its
-            `get_config()` dict (see `parameter_count`).
+        config: a backbone's config (`backbone.get_config()`, or the
+            backbone itself): the sizes of the model.
         batch_size: int. GLOBAL batch size (streams of text); each replica
             gets `batch_size // replicas` of them.
         segment_length: int. Tokens per segment `T`.
@@ -142,31 +124,41 @@ def memory_budget(
         optimizer: `"adam"`, `"adamw"`, `"lamb"`, `"rmsprop"` or `"sgd"`
             (slot variables per parameter: 2, 2, 2, 1, 0).
         tie_weights: bool, as in `TransformerXLCausalLM`.
+        parameter_count: int or `None`. The model's trainable parameters,
+            `lm.count_params()`; `None` counts them from the config, which
+            knows the paper's model only (not the adaptive input and
+            softmax, the compressed memory's weights, learned positions).
 
     Returns:
         A dict of bytes per replica: `"parameters"`, `"gradients"`,
-        `"optimizer"`, `"memory_cache"` (the carried memory and the one the
-        step writes, in the compute dtype unless the backbone's
-        `memory_dtype` is set), `"activations"` (kept for the backward
+        `"optimizer"`, `"memory"` (the carried memory and the one the step
+        writes, in the compute dtype unless the backbone's `memory_dtype`
+        is set), `"activations"` (kept for the backward
         pass), `"attention"` (the `(T, T + M)` maps of every head and
         layer), `"logits"` (float32, with the softmax and its gradient) and
         `"total"`; and `"per_replica_batch"`, `"parameter_count"`.
 
     Example:
 
-    >>> budget = memory_budget(
+    >>> budget = device_budget(
     ...     {"vocabulary_size": 256, "num_layers": 2, "num_heads": 2,
     ...      "hidden_dim": 32, "head_dim": 16, "intermediate_dim": 64,
     ...      "memory_length": 16},
     ...     batch_size=8, segment_length=16, replicas=2,
     ... )
-    >>> budget["per_replica_batch"], budget["memory_cache"]
+    >>> budget["per_replica_batch"], budget["memory"]
     (4, 32768)
     """
-    count = parameter_count(config, tie_weights=tie_weights)
-    if hasattr(config, "backbone"):  # a TransformerXLCausalLM
-        config = config.backbone
     c = _backbone_config(config)
+    if parameter_count is None:
+        if c["variant"]:
+            raise ValueError(
+                f"The config sets {c['variant']}, whose weights the count "
+                "from a config does not know: pass "
+                "`parameter_count=lm.count_params()`."
+            )
+        parameter_count = _parameter_count(c, tie_weights)
+    count = check_positive_int("parameter_count", parameter_count)
     batch_size = check_positive_int("batch_size", batch_size)
     replicas = check_positive_int("replicas", replicas)
     t = check_positive_int("segment_length", segment_length)
@@ -224,7 +216,7 @@ def memory_budget(
         "parameters": count * var,
         "gradients": count * var,
         "optimizer": count * var * _OPTIMIZER_SLOTS[optimizer],
-        "memory_cache": 2 * b * layers * m * d * memory_bytes,
+        "memory": 2 * b * layers * m * d * memory_bytes,
         "activations": activations,
         "attention": attention,
         # Logits, their log-softmax and its gradient, float32.

@@ -53,7 +53,7 @@ class ReplicaStrategy:
     @classmethod
     def for_distribution(cls, distribution, name="jax-model-parallel"):
         """Wraps your own JAX `keras.distribution.Distribution` (e.g.
-        `ModelParallel` with a `LayoutMap` from `memory_layout_map`); the
+        `ModelParallel` with `TransformerXLBackbone.get_layout_map`); the
         replicas are the devices along its batch axis."""
         mesh = distribution.device_mesh
         axis = mesh.axis_names.index(distribution.batch_dim_name)
@@ -131,10 +131,11 @@ class ReplicaStrategy:
         `clipnorm`, `clipvalue`) inside each replica, before the gradients
         are summed over the replicas: each replica's share is clipped, not
         the gradient, so with 2 replicas a global norm clip of 0.25 acts
-        like one of about 0.5. This makes the optimizer sum the gradients
-        first, clip the sum as Keras would on one device, and hand each
-        replica `1 / num_replicas` of it, which Keras's own sum then makes
-        the clipped gradient. A no-op on JAX (the step computes the
+        like one of about 0.5. This wraps the optimizer's public `apply`
+        (on this instance) to sum the gradients first, clip the sum as
+        Keras would on one device, and hand each replica `1 /
+        num_replicas` of it, which Keras's own sum then makes the clipped
+        gradient. A no-op on JAX (the step computes the
         gradient of the global batch), on one replica and for an optimizer
         that does not clip. `build_memory` calls it on the model's
         optimizer.
@@ -156,23 +157,14 @@ class ReplicaStrategy:
             or getattr(optimizer, "_clips_after_all_reduce", False)
         ):
             return optimizer
-        import tensorflow as tf
+        apply = optimizer.apply
 
-        clip = optimizer._clip_gradients
+        def apply_summed(grads, trainable_variables=None):
+            # Keras's public `apply`, on the clipped share of the summed
+            # gradient: Keras's own clip then finds it within bounds.
+            return apply(_clip_summed(optimizer, grads), trainable_variables)
 
-        def clip_summed(grads):
-            context = tf.distribute.get_replica_context()
-            if context is None or context.num_replicas_in_sync == 1:
-                return clip(grads)
-            present = [tf.convert_to_tensor(g) for g in grads if g is not None]
-            summed = iter(
-                context.all_reduce(tf.distribute.ReduceOp.SUM, present)
-            )
-            clipped = clip([None if g is None else next(summed) for g in grads])
-            share = 1.0 / context.num_replicas_in_sync
-            return [None if g is None else g * share for g in clipped]
-
-        optimizer._clip_gradients = clip_summed
+        optimizer.apply = apply_summed
         optimizer._clips_after_all_reduce = True
         return optimizer
 
@@ -317,3 +309,38 @@ def static_batch_size(dataset):
             "does)."
         )
     return sizes.pop()
+
+
+def _clip_summed(optimizer, grads):
+    """`grads` of one replica, made `1 / replicas` of the clipped sum over
+    the replicas; as they are outside a replica context or on one."""
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return grads
+    present = [tf.convert_to_tensor(g) for g in grads if g is not None]
+    summed = iter(context.all_reduce(tf.distribute.ReduceOp.SUM, present))
+    grads = [None if g is None else next(summed) for g in grads]
+    # Keras's clipping, in its order of precedence.
+    if optimizer.clipnorm and optimizer.clipnorm > 0:
+        grads = [
+            None if g is None else tf.clip_by_norm(g, optimizer.clipnorm)
+            for g in grads
+        ]
+    elif optimizer.global_clipnorm and optimizer.global_clipnorm > 0:
+        present = [g for g in grads if g is not None]
+        norm = tf.linalg.global_norm(present)
+        clip = tf.cast(optimizer.global_clipnorm, norm.dtype)
+        scale = clip * tf.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
+        grads = [
+            None if g is None else g * tf.cast(scale, g.dtype) for g in grads
+        ]
+    elif optimizer.clipvalue and optimizer.clipvalue > 0:
+        value = optimizer.clipvalue
+        grads = [
+            None if g is None else tf.clip_by_value(g, -value, value)
+            for g in grads
+        ]
+    share = 1.0 / context.num_replicas_in_sync
+    return [None if g is None else g * share for g in grads]

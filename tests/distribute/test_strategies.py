@@ -112,17 +112,17 @@ def test_configure_devices_after_the_engine_started_says_so():
         distribute.configure_devices(name, available + 1)
 
 
-def test_memory_layout_map_shards_batch_and_optionally_hidden():
+def test_layout_map_shards_the_carried_memory_along_the_batch():
     devices = keras.distribution.list_devices()[:1]
     mesh = keras.distribution.DeviceMesh((1, 1), ("data", "model"), devices)
-    layouts = distribute.memory_layout_map(mesh, hidden_dim_name="model")
+    layouts = TransformerXLBackbone.get_layout_map(
+        mesh, data_parallel_dim_name="data"
+    )
     path = "transformer_xl_causal_lm/memory_state/memory"
-    assert layouts[path].axes == ("data", None, None, "model")
+    assert layouts[path].axes == ("data", None, None, None)
     assert layouts["memory_state/valid_length"].axes == ("data",)
-    plain = distribute.memory_layout_map(mesh, batch_dim_name="data")
-    assert plain["memory_state/memory"].axes == ("data", None, None, None)
     with pytest.raises(ValueError, match="not an axis"):
-        distribute.memory_layout_map(mesh, hidden_dim_name="heads")
+        TransformerXLBackbone.get_layout_map(mesh, "heads")
 
 
 def test_memory_state_follows_a_jax_distribution_in_this_process(tiny_lm):
