@@ -604,7 +604,7 @@ def make_parser():
 
 
 def _diverged_error():
-    from keras_txl.training.training_diverged import TrainingDiverged
+    from keras_txl.training import TrainingDiverged
 
     return TrainingDiverged
 

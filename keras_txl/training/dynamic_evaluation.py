@@ -1,9 +1,19 @@
 """Dynamic evaluation (Krause, Kahembwe, Murray and Renals, 2019,
 arXiv:1904.08378): a text scored segment by segment, the memory carried,
-with a gradient step on each segment once it has been scored."""
+with a gradient step on each segment once it has been scored.
+
+Keras 3 computes gradients only inside each backend's `train_step`; a loop
+that takes its own gradient steps needs the backend's differentiation
+(`value_and_grad` below: `jax.value_and_grad`, `tf.GradientTape` or
+`torch.autograd.grad`), the only backend-specific code of
+`keras_txl.training`.
+"""
 
 import math
 
+import keras
+
+from keras_txl.training.evaluation import evaluate_segments
 from keras_txl.training.evaluation import evaluation_model
 from keras_txl.training.evaluation import segment_bounds
 from keras_txl.training.evaluation import segments_result
@@ -123,9 +133,28 @@ def dynamic_evaluation(
         "calibration_segments", calibration_segments
     )
     epsilon = check_positive_float("epsilon", epsilon)
+    dynamic = dict(
+        method=settings["method"],
+        learning_rate=settings["learning_rate"],
+        decay=settings["decay"],
+        segments_per_update=segments_per_update,
+        epsilon=epsilon if settings["method"] == "rms" else None,
+    )
+    if settings["learning_rate"] == 0.0:  # the one static evaluation
+        result = evaluate_segments(
+            lm,
+            token_ids,
+            batch_size,
+            segment_length,
+            memory_length=memory_length,
+            clamp_length=clamp_length,
+            same_length=same_length,
+            start=start,
+            log=log,
+            return_token_losses=return_token_losses,
+        )
+        return {**result, **dynamic, "updates": 0, "rms_statistics": None}
     model = evaluation_model(lm, clamp_length, same_length)
-    if not model.built:
-        model.build()
     if memory_length is None:
         memory_length = model.backbone.memory_length
     vocabulary_size = model.backbone.vocabulary_size
@@ -154,7 +183,6 @@ def dynamic_evaluation(
     )
     memory = model.backbone.memory_spec.cast(memory)
     bounds = segment_bounds(streams, segment_length)
-    static = settings["learning_rate"] == 0.0  # A forward pass is enough.
     total, count, updates = 0.0, 0, 0
     token_losses = []
     pending, accumulated = 0, None
@@ -167,12 +195,9 @@ def dynamic_evaluation(
             # comes after the tokens scored, and no step follows).
             pad = ((0, 0), (0, segment_length - (end - t)))
             inputs, targets = np.pad(inputs, pad), np.pad(targets, pad)
-        if static:
-            token_nll, memory = stepper.score(current, inputs, targets, memory)
-        else:
-            token_nll, memory, grads = stepper.score_and_gradients(
-                current, inputs, targets, memory
-            )
+        token_nll, memory, grads = stepper.score_and_gradients(
+            current, inputs, targets, memory
+        )
         token_nll = np.asarray(token_nll, "float64")[:, : end - t]  # (B, T)
         if not np.isfinite(token_nll).all():
             raise FloatingPointError(
@@ -187,8 +212,8 @@ def dynamic_evaluation(
             token_losses.append(token_nll)
         if log is not None and (k + 1) % max(1, len(bounds) // 10) == 0:
             log(f"segment {k + 1}/{len(bounds)}: loss {total / count:.4f}")
-        if static or k == len(bounds) - 1:
-            continue  # No step, or nothing left to score after it.
+        if k == len(bounds) - 1:
+            continue  # Nothing left to score after a step.
         if statistics == "online":
             mean_square = stepper.running_mean_square(mean_square, grads, k)
         accumulated = stepper.accumulate(accumulated, grads)
@@ -217,15 +242,7 @@ def dynamic_evaluation(
         memory_length,
         start,
     )
-    result.update(
-        method=settings["method"],
-        learning_rate=settings["learning_rate"],
-        decay=settings["decay"],
-        segments_per_update=segments_per_update,
-        updates=updates,
-        epsilon=epsilon if settings["method"] == "rms" else None,
-        rms_statistics=statistics,
-    )
+    result.update(dynamic, updates=updates, rms_statistics=statistics)
     if return_token_losses:
         result["token_losses"] = np.concatenate(token_losses, axis=1)
     return result
@@ -281,9 +298,6 @@ class _Stepper:
     def __init__(self, model):
         from keras import ops
 
-        from keras_txl.training.backend_gradients import compile_function
-        from keras_txl.training.backend_gradients import value_and_grad
-
         self.model = model
         select = model.backbone.memory_spec.select
 
@@ -327,13 +341,7 @@ class _Stepper:
                 ms + (g * g - ms) * weight for ms, g in zip(mean_square, grads)
             ]
 
-        def forward(trainable, non_trainable, token_ids, targets, memory):
-            return segment_loss(
-                trainable, non_trainable, token_ids, targets, memory
-            )[1]
-
         self._gradients = value_and_grad(segment_loss)
-        self._forward = compile_function(forward)
         self._updates = {
             "sgd": compile_function(sgd),
             "rms": compile_function(rms),
@@ -350,15 +358,6 @@ class _Stepper:
             weights, *self._arguments(token_ids, targets, memory)
         )
         return ops.convert_to_numpy(token_nll), memory, grads
-
-    def score(self, weights, token_ids, targets, memory):
-        """`(token losses (B, T) numpy, new memory)`: a forward pass."""
-        from keras import ops
-
-        token_nll, memory = self._forward(
-            weights, *self._arguments(token_ids, targets, memory)
-        )
-        return ops.convert_to_numpy(token_nll), memory
 
     def _arguments(self, token_ids, targets, memory):
         from keras import ops
@@ -411,3 +410,86 @@ class _Stepper:
 
         hyper = tuple(ops.convert_to_tensor(h, "float32") for h in hyper)
         return self._updates[method](weights, origin, grads, mean_square, hyper)
+
+
+def value_and_grad(loss_fn):
+    """A compiled `f(trainable, *args) -> (loss, aux, grads)`.
+
+    Args:
+        loss_fn: `loss_fn(trainable, *args) -> (loss, aux)`: a scalar loss
+            of the list of trainable values `trainable` (e.g. through
+            `model.stateless_call`), with any auxiliary outputs `aux`
+            (not differentiated).
+
+    Returns:
+        A function of the same arguments returning `(loss, aux, grads)`,
+        `grads` a list like `trainable` (zeros for values the loss does
+        not use). Compiled with `jax.jit` (JAX) or `tf.function`
+        (TensorFlow); eager on torch.
+    """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+        def jax_step(trainable, *args):
+            (loss, aux), grads = grad_fn(trainable, *args)
+            return loss, aux, grads
+
+        return jax.jit(jax_step)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def tf_step(trainable, *args):
+            with tf.GradientTape() as tape:
+                tape.watch(trainable)
+                loss, aux = loss_fn(trainable, *args)
+            grads = tape.gradient(loss, trainable)
+            return loss, aux, _zeros_for_none(grads, trainable)
+
+        return tf.function(tf_step, reduce_retracing=True)
+    if backend == "torch":
+        import torch
+
+        def torch_step(trainable, *args):
+            trainable = [t.detach().requires_grad_(True) for t in trainable]
+            loss, aux = loss_fn(trainable, *args)
+            grads = torch.autograd.grad(loss, trainable, allow_unused=True)
+            aux = keras.tree.map_structure(
+                lambda t: t.detach() if torch.is_tensor(t) else t, aux
+            )
+            return loss.detach(), aux, _zeros_for_none(grads, trainable)
+
+        return torch_step
+    raise ValueError(
+        f"Gradient steps need the JAX, TensorFlow or torch backend. "
+        f"Received KERAS_BACKEND={backend!r}."
+    )
+
+
+def compile_function(fn):
+    """`fn` compiled for the backend (`jax.jit`, `tf.function`), or run
+    without autograd (torch): for element-wise updates of lists of
+    tensors."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, reduce_retracing=True)
+    if backend == "torch":
+        import torch
+
+        return torch.no_grad()(fn)
+    return fn
+
+
+def _zeros_for_none(grads, values):
+    return [
+        keras.ops.zeros_like(v) if g is None else g
+        for g, v in zip(grads, values)
+    ]

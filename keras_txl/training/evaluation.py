@@ -106,7 +106,7 @@ def evaluation_model(lm, clamp_length=None, same_length=None):
         A `TransformerXLCausalLM` (`lm` itself if nothing changes).
     """
     from keras_txl.layers.relative_multi_head_attention import check_same_length
-    from keras_txl.models.evaluation_copy import evaluation_copy
+    from keras_txl.models.carried_memory import evaluation_copy
 
     backbone = lm.backbone
     changes = {}
@@ -274,7 +274,7 @@ def per_token_losses(
     import numpy as np
     from keras import ops
 
-    from keras_txl.models.causal_lm_scoring import score
+    from keras_txl.models.transformer_xl_scoring import score
 
     streams = np.asarray(streams)
     tenth = max(1, (streams.shape[1] - 1) // 10)
