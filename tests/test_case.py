@@ -2,6 +2,7 @@
 backend, and a round trip every layer must survive."""
 
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,27 @@ from keras import ops
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"  # see tests/fixtures/README.md
 DATA = REPO / "data"  # see data/README.md
+
+
+def repository_files():
+    """Absolute paths of the repository's files: those git tracks and the
+    new ones it does not ignore (every file, outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
+        return [REPO / name for name in out if name]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout
+        skip = {".git", ".venv", ".ci-venv", "runs", "build", "dist"}
+        return [
+            p
+            for p in REPO.rglob("*")
+            if p.is_file() and not skip & set(p.relative_to(REPO).parts)
+        ]
 
 
 def to_numpy(x):

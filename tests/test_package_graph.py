@@ -36,6 +36,10 @@ SIDEWAYS = set()
 # configs load as through registries that those packages fill when
 # imported (`import keras_txl` imports them).
 DEFERRED = set()
+# Pairs `(importer, imported)` that rank alone would allow, with the reason
+# they may not: strategies know no model class (docs/design.md), so that
+# any model that carries a memory distributes the same way.
+APART = {("distribute", "models")}
 TOP_LEVEL = {"__init__", "__main__", "version"}
 
 
@@ -172,7 +176,7 @@ def test_arrows_point_one_way_and_nothing_private_crosses():
                 RANKS[target] >= RANKS[source]
                 and (source, target) not in SIDEWAYS
                 and not deferred
-            ):
+            ) or (source, target) in APART:
                 wrong.append(f"{module} imports {imported}")
             private += [
                 f"{module} imports {imported}.{name}"

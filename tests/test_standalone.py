@@ -4,13 +4,13 @@ with the checksum its README records."""
 
 import hashlib
 import re
-import subprocess
 
 import pytest
 
 from tests.test_case import DATA
 from tests.test_case import FIXTURES
 from tests.test_case import REPO
+from tests.test_case import repository_files
 
 # Written in pieces so that this file does not match itself.
 OUTSIDE = re.compile(
@@ -26,28 +26,9 @@ OUTSIDE = re.compile(
 )
 
 
-def _tracked_files():
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split("\n")
-        return [REPO / name for name in out if name]
-    except (OSError, subprocess.CalledProcessError):  # not a git checkout
-        skip = {".git", ".venv", ".ci-venv", "runs", "build", "dist"}
-        return [
-            p
-            for p in REPO.rglob("*")
-            if p.is_file() and not skip & set(p.relative_to(REPO).parts)
-        ]
-
-
 def test_no_file_reaches_outside_the_repository():
     offenders = []
-    for path in _tracked_files():
+    for path in repository_files():
         if path.suffix not in {".py", ".md", ".toml", ".sh", ".cfg", ".txt"}:
             if path.name != "run":  # .ci/run
                 continue
