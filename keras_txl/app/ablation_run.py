@@ -17,8 +17,8 @@ from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
 from keras_txl.app.presets import architecture as get_architecture
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
-from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
+from keras_txl.training import MemoryReset
 from keras_txl.training.evaluation import bits_per_token
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.schedules import transformer_xl_optimizer
