@@ -4,7 +4,6 @@ Top to bottom: the graph (`_forward`), the hooks its variants override,
 the explicit memory, and what keras-hub backbones offer (`get_layout_map`,
 LoRA, `quantize`)."""
 
-import contextlib
 import math
 import warnings
 
@@ -364,9 +363,8 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         `(batch, L, T, hidden)`; none here."""
         return {}
 
-    # Whether generation may step on the key/value cache of the paper's
-    # relative attention (`TransformerXLCausalLM.key_value_cache`); the
-    # variants generate through their graph.
+    # Whether generation may step on the key/value cache of the relative
+    # attention; the variants generate through their graph.
     _generates_from_key_values = True
 
     # === The explicit memory ===
@@ -379,11 +377,6 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         return self._memory_spec(
             self.num_layers, self.hidden_dim, self.memory_length, dtype
         )
-
-    @property
-    def memory_keys(self):
-        """The keys of a memory dict of this backbone."""
-        return self.memory_spec.keys
 
     def initial_memory(self, batch_size, memory_length=None, start="empty"):
         """The memory of a first segment: `memory_length` zero slots.
@@ -608,7 +601,14 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         convolution and learned distance embeddings stay float.
         """
         mode = check_quantize(self, mode, config)
-        with quiet_layer_skips():
+        with warnings.catch_warnings():
+            # One line per layer left as is (no weights; an `Embedding`
+            # under float8): what this docstring says once.
+            for message in (
+                "Layer .* does not have a `quantize` method",
+                "Invalid quantization mode",
+            ):
+                warnings.filterwarnings("ignore", message, UserWarning)
             super().quantize(mode, config=config, filters=filters, **kwargs)
 
     def get_config(self):
@@ -677,11 +677,6 @@ def check_quantize(model, mode, config):
             f"`mode` must be one of {list(QUANTIZATION_MODES)}. Received: "
             f"mode={mode!r}"
         )
-    if not model.built:
-        raise ValueError(
-            f"Cannot quantize {model.name}: it is not built yet. Call it on "
-            "a batch (or `build()`) first."
-        )
     if model.quantization_mode is not None or any(
         weight.path.endswith(("kernel_scale", "embeddings_scale"))
         for weight in model.weights
@@ -697,17 +692,3 @@ def check_quantize(model, mode, config):
             "'mixed_float16' first."
         )
     return mode
-
-
-@contextlib.contextmanager
-def quiet_layer_skips():
-    """Hides the line `keras.Model.quantize` writes for each layer it
-    leaves as is (one without weights; an `Embedding` under float8): 21
-    to 35 lines per model that `quantize`'s docstring says once."""
-    with warnings.catch_warnings():
-        for message in (
-            r"Layer .* does not have a `quantize` method implemented",
-            r"Invalid quantization mode",
-        ):
-            warnings.filterwarnings("ignore", message, UserWarning)
-        yield

@@ -284,7 +284,7 @@ class TransformerXLCausalLM(
             hidden_states = outputs["sequence_output"]
             result = {"logits": self.compute_logits(hidden_states)}
             self._record_step(result["logits"], hidden_states)
-            for key in (*self.backbone.memory_keys, "reconstruction_loss"):
+            for key in (*self.backbone.memory_spec.keys, "reconstruction_loss"):
                 if key in outputs:
                     result[key] = outputs[key]
             return result

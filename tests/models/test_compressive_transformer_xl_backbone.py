@@ -113,7 +113,7 @@ def test_identity_compression_reconstructs_exactly():
     memory = backbone.initial_memory(2)
     for segment in _segments(_tokens(3)):
         out = backbone({"token_ids": ops.convert_to_tensor(segment), **memory})
-        memory = {key: out[key] for key in backbone.memory_keys}
+        memory = {key: out[key] for key in backbone.memory_spec.keys}
     assert to_numpy(memory["compressed_valid_length"]).tolist() == [3, 3]
     assert float(to_numpy(out["reconstruction_loss"])) == 0.0
 

@@ -79,7 +79,6 @@ def test_backbone_state_and_initial_memory_follow_the_spec():
     )
     spec = backbone.memory_spec
     assert spec == MemorySpec(2, 8, 4, 3)
-    assert backbone.memory_keys == spec.keys
     inputs = {x.name for x in backbone.inputs}
     assert inputs == {"token_ids", *spec.keys}
     lm = TransformerXLCausalLM(backbone)
