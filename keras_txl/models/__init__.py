@@ -2,6 +2,8 @@
 the causal LM and the memory it carries between the batches of `fit`,
 `evaluate` and `predict`."""
 
+from keras_txl.models.byte_tokenizer import ByteTokenizer
+from keras_txl.models.character_tokenizer import CharacterTokenizer
 from keras_txl.models.compressive_transformer_xl_backbone import (
     CompressiveTransformerXLBackbone,
 )
@@ -18,6 +20,8 @@ from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 # beside the other callbacks); the import above keeps the old path
 # `keras_txl.models.MemoryReset` working.
 __all__ = [
+    "ByteTokenizer",
+    "CharacterTokenizer",
     "CompressiveTransformerXLBackbone",
     "MemoryState",
     "TransformerXLBackbone",
