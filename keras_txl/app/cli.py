@@ -111,7 +111,8 @@ def _train_parser(subparsers):
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
-        help="default: byte for enwik8, word for wikitext103, char otherwise",
+        help="default: byte for enwik8, word for wikitext103 and "
+        "one_billion_word, char otherwise",
     )
     parser.add_argument("--steps", type=_integer(1))
     parser.add_argument("--segment-length", type=_integer(1))

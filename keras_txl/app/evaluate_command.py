@@ -84,8 +84,8 @@ def evaluate(
             right, as `TransformerXLCausalLM.score` reads it); else the
             run's batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
-        dataset: optional `"enwik8"`, `"text8"`, `"wikitext103"` or
-            `"builtin"` (with `corpus`: the text file the run held
+        dataset: optional name of `keras_txl.data.CORPORA` (`"enwik8"`,
+            ...; `"builtin"` with `corpus`: the text file the run held
             `valid_fraction` of): score its `split` instead of a file.
         split: `"valid"`, `"test"` or `None` (test when the corpus has
             one, as the benchmarks; else the validation text, e.g. of a

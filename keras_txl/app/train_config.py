@@ -42,8 +42,9 @@ class TrainConfig:
     `keras_txl.app.presets.PRESETS`) in `resolved()`.
 
     Fields:
-        dataset: `"builtin"` (the default corpus), `"enwik8"`, `"text8"`
-            or `"wikitext103"`.
+        dataset: a name of `keras_txl.data.CORPORA`: `"builtin"` (the
+            default corpus), `"enwik8"`, `"text8"`, `"wikitext103"` or
+            `"one_billion_word"`.
         corpus: path of a text file (with `dataset="builtin"` it replaces
             the built-in text), or the local copy of a benchmark.
         tokenizer: `"byte"`, `"char"` or `"word"`; `None` picks the one
