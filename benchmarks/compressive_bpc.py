@@ -103,12 +103,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    text = data.load_text(CORPUS)
-    train_text, valid_text, _ = data.split_text(text, 0.05, 0.05)
-    tokenizer = data.make_tokenizer("char", text)
+    corpus = data.load_corpus("builtin", CORPUS, 0.05, 0.05)
+    tokenizer = data.make_tokenizer("char", corpus)
     vocabulary_size = int(tokenizer.vocabulary_size())
-    train_ids = data.encode(tokenizer, train_text)
-    valid_ids = data.encode(tokenizer, valid_text)
+    _, train_ids, valid_ids, _ = data.corpus_ids(tokenizer, corpus)
 
     M, c = args.memory, args.rate
     half = M // 2

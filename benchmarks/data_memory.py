@@ -3,7 +3,7 @@
 For each corpus size (texts generated in a temporary folder by repeating
 data/tinyshakespeare.txt with its words shuffled line by line, never
 committed), a child process does what `keras-txl train --corpus FILE`
-does with its data: `load_corpus_ids` (the token cache: tokenized in
+does with its data: `corpus_ids` (the token cache: tokenized in
 chunks on the first run, memory-mapped on the next), the ordered segment
 datasets, a few `fit` steps of the tiny preset's model, then reads every
 training batch once (so every page of the corpus's ids has been touched)
@@ -65,9 +65,9 @@ def child(path, cache_dir, steps):
     runtime_rss = _peak_rss()
     config = TrainConfig(corpus=path, steps=steps, warmup_steps=0).resolved()
     loading = time.perf_counter()
-    corpus = data.load_corpus_ids(
-        "builtin", path, "char", valid_fraction=0.1, cache_dir=cache_dir
-    )
+    text = data.load_corpus("builtin", path, 0.1, cache_dir=cache_dir)
+    tokenizer = data.make_tokenizer("char", text, cache_dir=cache_dir)
+    corpus = data.corpus_ids(tokenizer, text, cache_dir=cache_dir)
     load_seconds = time.perf_counter() - loading
     vocabulary_size = int(corpus.tokenizer.vocabulary_size())
     batch, length = config.batch_size, config.segment_length

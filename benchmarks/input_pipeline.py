@@ -68,7 +68,6 @@ def main(argv=None):
 
     from keras_txl import data
     from keras_txl.app.train_config import TrainConfig
-    from keras_txl.data.text_pipeline import text_segment_dataset
 
     with open(CORPUS, encoding="utf-8") as file:
         text = file.read()
@@ -78,9 +77,9 @@ def main(argv=None):
         repeats = max(1, int(args.corpus_mb * 1e6 / len(text)))
         with open(path, "w", encoding="utf-8") as file:
             file.write(text * repeats)
-        source = data.TextSource(path)
-        tokenizer = data.build_tokenizer("char", [source], cache_dir=tmp)
-        ids = data.cached_token_ids(tokenizer, source, cache_dir=tmp)
+        corpus = data.load_corpus("builtin", path, 0.0, cache_dir=tmp)
+        tokenizer = data.make_tokenizer("char", corpus, cache_dir=tmp)
+        ids = data.corpus_ids(tokenizer, corpus.train, cache_dir=tmp)
         size = int(tokenizer.vocabulary_size())
         for preset in args.presets:
             config = TrainConfig(size=preset, steps=100).resolved()
@@ -89,7 +88,7 @@ def main(argv=None):
                 data.segment_dataset(ids, batch, length, vocabulary_size=size)
             )
             in_graph = _read_all(
-                text_segment_dataset([path], tokenizer, batch, length)
+                data.text_segment_dataset([path], tokenizer, batch, length)
             )
             dataset = data.segment_dataset(
                 ids, batch, length, vocabulary_size=size

@@ -78,7 +78,7 @@ def load_or_build_model(args):
     model with a character tokenizer."""
     import keras
 
-    from keras_txl.data import CharacterTokenizer
+    from keras_txl.models import CharacterTokenizer
     from keras_txl.models import TransformerXLBackbone
     from keras_txl.models import TransformerXLCausalLM
     from keras_txl.models import TransformerXLCausalLMPreprocessor

@@ -37,7 +37,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from keras_txl.data import CharacterTokenizer
+from keras_txl.models import CharacterTokenizer
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor

@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text
 
-from keras_txl.data import CharacterTokenizer
+from keras_txl.models import CharacterTokenizer
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor

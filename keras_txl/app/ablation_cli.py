@@ -73,9 +73,10 @@ _variant_list = _list_of(
 
 
 def _read_corpus(path):
+    """The built-in text or the file `path`, split 90/5/5."""
     from keras_txl import data
 
-    return data.builtin_corpus() if path is None else data.load_text(path)
+    return data.load_corpus("builtin", path, 0.05, 0.05)
 
 
 def _configure_ablate(parser):
@@ -265,10 +266,9 @@ def run_recl_command(args):
     from keras_txl.ablation.recl import relative_effective_context_length
     from keras_txl.training.evaluation import bits_per_token
 
-    text = _read_corpus(args.corpus)
-    tokenizer = data.make_tokenizer("char", text)
-    ids = data.encode(tokenizer, data.split_text(text, 0.05, 0.05).valid)
-    ids = ids[: args.eval_tokens]
+    corpus = _read_corpus(args.corpus)
+    tokenizer = data.make_tokenizer("char", corpus)
+    ids = data.corpus_ids(tokenizer, corpus.valid)[: args.eval_tokens]
     T = args.segment_length
     step = max(1, T // 2)
     contexts = args.contexts or list(range(step, 3 * T + 1, step))

@@ -142,7 +142,7 @@ def _mean(values):
 
 
 def run_ablation(
-    corpus_text,
+    corpus,
     steps,
     segment_length,
     batch_size,
@@ -189,13 +189,14 @@ def run_ablation(
     RECL (Dai et al., appendix C) compares the group `RECL_GROUP` at
     context lengths `recl_contexts` (default `T/2, T, ..., 3T`).
 
-    The text is split 90/5/5 (`keras_txl.data.split_text`), tokenized by
-    characters (vocabulary of the whole text); evaluation reads the first
+    The corpus is tokenized by characters (vocabulary of the whole text);
+    evaluation reads the first
     `eval_tokens` of the validation part as `eval_batch_size` streams of
     segments of `T`.
 
     Args:
-        corpus_text: str. The corpus.
+        corpus: the `keras_txl.data.load_corpus` corpus (the ablation
+            command's: the built-in text or a file, split 90/5/5).
         steps: int. Training steps of every model.
         segment_length: int. `T`.
         batch_size: int. Rows (streams) per training batch.
@@ -247,7 +248,7 @@ def run_ablation(
         recl_contexts=recl_contexts,
         variants=variants,
     )
-    corpus = _Corpus.read(corpus_text, eval_tokens)
+    corpus = _Corpus.read(corpus, eval_tokens)
     training, recl = {}, {}
     for run_seed in plan.seeds:
         models = _train_variants(
@@ -359,12 +360,12 @@ class _Corpus:
     vocabulary_size: int
 
     @classmethod
-    def read(cls, corpus_text, eval_tokens):
-        train_text, valid_text, _ = data.split_text(corpus_text, 0.05, 0.05)
-        tokenizer = data.make_tokenizer("char", corpus_text)
+    def read(cls, corpus, eval_tokens):
+        tokenizer = data.make_tokenizer("char", corpus)
+        ids = data.corpus_ids(tokenizer, corpus)
         return cls(
-            train_ids=data.encode(tokenizer, train_text),
-            valid_ids=data.encode(tokenizer, valid_text)[:eval_tokens],
+            train_ids=ids.train,
+            valid_ids=ids.valid[:eval_tokens],
             vocabulary_size=int(tokenizer.vocabulary_size()),
         )
 

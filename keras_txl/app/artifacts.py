@@ -130,8 +130,7 @@ def save_tokenizer(tokenizer, directory):
 def load_tokenizer(directory):
     """The tokenizer of a preset or run folder (`save_tokenizer`,
     `save_model`), or of the `tokenizer/` folder of older runs."""
-    import keras_txl.data  # noqa: F401 (registers CharacterTokenizer)
-    import keras_txl.models  # noqa: F401 (registers TransformerXLTokenizer)
+    import keras_txl.models  # noqa: F401 (registers the tokenizers)
 
     directory = os.fspath(directory)
     path = os.path.join(directory, TOKENIZER_FILE)

@@ -111,7 +111,8 @@ def _train_parser(subparsers):
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,
-        help="default: byte for enwik8, word for wikitext103, char otherwise",
+        help="default: byte for enwik8, word for wikitext103 and "
+        "one_billion_word, char otherwise",
     )
     parser.add_argument("--steps", type=_integer(1))
     parser.add_argument("--segment-length", type=_integer(1))
@@ -422,14 +423,13 @@ def _cache_parser(subparsers):
 
 def _cache(args):
     from keras_txl import data
-    from keras_txl.data.token_cache import cache_folder
 
-    folder = cache_folder(create=False)
+    folder = data.token_cache_folder()
     if args.clear:
-        count, size = data.clear_cache()
+        count, size = data.clear_token_cache()
         print(f"Removed {count} files ({size / 2**20:,.1f} MiB): {folder}")
         return 0
-    entries = data.cache_entries()
+    entries = data.token_cache_entries()
     total = sum(entry["bytes"] for entry in entries)
     print(
         f"Token cache: {folder} ({len(entries)} entries, "
@@ -448,6 +448,8 @@ def _cache(args):
 
 def make_parser():
     """The `argparse` parser of `keras-txl`."""
+    from keras_txl.app.train_config import DATASETS
+
     parser = _Parser(
         prog="keras-txl",
         description="Transformer-XL language models with Keras 3.",
@@ -483,7 +485,7 @@ def make_parser():
     )
     evaluate.add_argument(
         "--dataset",
-        choices=("builtin", "enwik8", "text8", "wikitext103"),
+        choices=DATASETS,
         help="score a split of this corpus (builtin: the --corpus file "
         "split as in training) instead of a whole file",
     )

@@ -84,8 +84,8 @@ def evaluate(
             right, as `TransformerXLCausalLM.score` reads it); else the
             run's batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
-        dataset: optional `"enwik8"`, `"text8"`, `"wikitext103"` or
-            `"builtin"` (with `corpus`: the text file the run held
+        dataset: optional name of `keras_txl.data.CORPORA` (`"enwik8"`,
+            ...; `"builtin"` with `corpus`: the text file the run held
             `valid_fraction` of): score its `split` instead of a file.
         split: `"valid"`, `"test"` or `None` (test when the corpus has
             one, as the benchmarks; else the validation text, e.g. of a
@@ -135,14 +135,16 @@ def evaluate(
             run_config.get("dataset", "builtin"),
             run_config.get("corpus"),
         )
-        pending = data.PendingWrites(store=trained_on, log=log)
+        pending = data.token_cache_writes(store=trained_on, log=log)
         try:
             with pending.active():
-                splits = data.load_corpus_ids(
-                    dataset,
-                    corpus,
-                    valid_fraction=run_config.get("valid_fraction", 0.1),
-                    tokenizer=tokenizer,
+                splits = data.corpus_ids(
+                    tokenizer,
+                    data.load_corpus(
+                        dataset,
+                        corpus,
+                        valid_fraction=run_config.get("valid_fraction", 0.1),
+                    ),
                     log=log,
                 )
             pending.commit()
@@ -159,9 +161,9 @@ def evaluate(
         name = f"{dataset} {split}"
         training_ids = splits.train
     else:
-        source = data.TextSource(os.path.abspath(os.fspath(corpus)))
-        with data.PendingWrites(store=False).active():  # a one-off text
-            ids = data.cached_token_ids(tokenizer, source, log=log)
+        with data.token_cache_writes(store=False).active():  # one-off text
+            text = data.load_corpus("builtin", corpus, valid_fraction=0.0)
+            ids = data.corpus_ids(tokenizer, text.train, log=log)
         name = os.fspath(corpus)
     length = segment_length or run_config.get("segment_length", 64)
     if memory_length is None:
@@ -246,7 +248,7 @@ def token_unit(tokenizer):
     `"character"`, `"word"` or `"token"`."""
     import keras_hub
 
-    from keras_txl import data
+    from keras_txl.models import CharacterTokenizer
     from keras_txl.models import TransformerXLTokenizer
 
     tokenizers = keras_hub.tokenizers
@@ -254,7 +256,7 @@ def token_unit(tokenizer):
         return "byte"
     if isinstance(
         tokenizer,
-        (data.CharacterTokenizer, tokenizers.UnicodeCodepointTokenizer),
+        (CharacterTokenizer, tokenizers.UnicodeCodepointTokenizer),
     ):
         return "character"
     if isinstance(

@@ -54,14 +54,12 @@ def load_corpus(config, tokenizer=None, log=print):
     files are tokenized once into the token cache and memory-mapped."""
     from keras_txl import data
 
-    return data.load_corpus_ids(
-        config.dataset,
-        config.corpus,
-        kind=config.tokenizer,
-        valid_fraction=config.valid_fraction,
-        tokenizer=tokenizer,
-        log=log,
+    corpus = data.load_corpus(
+        config.dataset, config.corpus, valid_fraction=config.valid_fraction
     )
+    if tokenizer is None:
+        tokenizer = data.make_tokenizer(config.tokenizer, corpus)
+    return data.corpus_ids(tokenizer, corpus, log=log)
 
 
 def _corpus_name(config):
@@ -190,10 +188,10 @@ def fit_language_model(config, callbacks=(), log=print):
 
 
 def _fit(config, strategy, folder, callbacks, log):
-    from keras_txl.data.token_cache import PendingWrites
+    from keras_txl import data
 
     # The token cache's new entries are kept with the first checkpoint.
-    pending = PendingWrites(log=log)
+    pending = data.token_cache_writes(log=log)
     try:
         with pending.active():
             run_data = _RunData.load(config, folder, log)
@@ -332,7 +330,7 @@ def _resolve_run(config):
 class _RunData:
     """The corpus of a run and its ordered segments."""
 
-    corpus: object  # `keras_txl.data.CorpusIds`
+    corpus: object  # what `keras_txl.data.corpus_ids` returns
     valid_ids: object  # at most `config.valid_tokens`
     train: object  # tf.data of (inputs, targets) batches
     valid: object

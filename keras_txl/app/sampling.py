@@ -149,7 +149,7 @@ def _preprocessor(tokenizer):
     """The preprocessor of `lm.generate("text")` for `tokenizer`. A
     keras-hub `ByteTokenizer` (runs saved before keras-txl had its own)
     becomes keras-txl's, which writes whole characters only."""
-    from keras_txl.data import ByteTokenizer
+    from keras_txl.models import ByteTokenizer
     from keras_txl.models import TransformerXLCausalLMPreprocessor
 
     if type(tokenizer) is keras_hub.tokenizers.ByteTokenizer:

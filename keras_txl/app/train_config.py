@@ -3,18 +3,15 @@ import math
 import os
 
 from keras_txl.app.presets import PRESETS
+from keras_txl.data import CORPORA
 
-DATASETS = ("builtin", "enwik8", "text8", "wikitext103")
+# The corpora of `keras_txl.data.load_corpus`: one added there is a
+# `--dataset` choice.
+DATASETS = tuple(CORPORA)
 TOKENIZERS = ("byte", "char", "word")
 # The tokenizer each corpus is modeled with in the paper (enwik8: bytes,
 # text8: characters, WikiText-103: words); characters otherwise.
-DEFAULT_TOKENIZER = {
-    "builtin": "char",
-    "enwik8": "byte",
-    "text8": "char",
-    "wikitext103": "word",
-    "file": "char",
-}
+DEFAULT_TOKENIZER = {**CORPORA, "file": "char"}
 # Fields a resumed run may change: where and how it reports.
 RUN_FIELDS = (
     "output",
@@ -45,8 +42,9 @@ class TrainConfig:
     `keras_txl.app.presets.PRESETS`) in `resolved()`.
 
     Fields:
-        dataset: `"builtin"` (the default corpus), `"enwik8"`, `"text8"`
-            or `"wikitext103"`.
+        dataset: a name of `keras_txl.data.CORPORA`: `"builtin"` (the
+            default corpus), `"enwik8"`, `"text8"`, `"wikitext103"` or
+            `"one_billion_word"`.
         corpus: path of a text file (with `dataset="builtin"` it replaces
             the built-in text), or the local copy of a benchmark.
         tokenizer: `"byte"`, `"char"` or `"word"`; `None` picks the one

@@ -1,38 +1,59 @@
-"""Text corpora: local files, a built-in default and the standard benchmarks.
+"""Corpora by name: `load_corpus(name, path)` gives the train, validation
+and test parts of a corpus, read where they are (byte ranges of files,
+never the whole text in memory); `keras_txl.data.make_tokenizer` builds a
+tokenizer from them and `keras_txl.data.corpus_ids` their token ids.
 
-Every loader returns text (`str`); tokenize it with
-`keras_txl.data.make_tokenizer` and `keras_txl.data.encode`. Problems with
-the corpus (missing or empty file, wrong encoding, failed download or
+- `"builtin"`: English documentation text shipped with CPython (no file,
+  no network), split by `valid_fraction` and `test_fraction` from its end;
+  with `path`, your UTF-8 text file, split the same way.
+- `"enwik8"`, `"text8"`, `"wikitext103"`: the benchmarks of the
+  Transformer-XL paper in their standard splits, downloaded once into the
+  Keras cache (`~/.keras/datasets`, or `$KERAS_HOME/datasets`) and checked
+  against a checksum, or read from a local file, archive or folder
+  (`path=...`, no network).
+- `"one_billion_word"`: the extracted archive at `path`.
+
+Problems with the corpus (missing or empty file, failed download or
 checksum) raise `keras_txl.data.CorpusError` with a one-line message.
-
-- `load_text(path)`: one text file.
-- `builtin_corpus()`: English documentation text shipped with CPython, for
-  runs that need no file and no network.
-- `load_enwik8()`, `load_text8()`, `load_wikitext103()`: the benchmarks of
-  the Transformer-XL paper, with their standard train/valid/test splits,
-  downloaded once into the Keras cache (`~/.keras/datasets`, or
-  `$KERAS_HOME/datasets`) and checked against a checksum, or read from a
-  local file or folder (`path=...`, no network).
-- `split_text(text, valid_fraction, test_fraction)`: contiguous splits of
-  any other text.
 
 Example:
 
->>> splits = split_text("abcdefghij", valid_fraction=0.2, test_fraction=0.1)
->>> splits.train, splits.valid, splits.test
-('abcdefg', 'hi', 'j')
+>>> import os, tempfile
+>>> folder = tempfile.mkdtemp()
+>>> path = os.path.join(folder, "corpus.txt")
+>>> _ = open(path, "w").write("abcdefghij")
+>>> corpus = load_corpus("builtin", path, 0.2, 0.1, cache_dir=folder)
+>>> [(part.start, part.stop) for part in corpus]
+[(0, 7), (7, 9), (9, 10)]
+>>> train, valid, test = load_corpus("builtin", valid_fraction=0.05)
+>>> len(valid) > 20_000, test
+(True, '')
 """
 
-import codecs
 import functools
 import os
 import zipfile
-from typing import NamedTuple
 
 import keras
+import numpy as np
 
-from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.one_billion_word import one_billion_word_corpus
+from keras_txl.data.text_source import Corpus
+from keras_txl.data.text_source import CorpusError
+from keras_txl.data.text_source import TextSource
+from keras_txl.data.text_source import read_chunks
+from keras_txl.data.token_cache import cached_json
 
+# The names of `load_corpus`, and the tokenizer each is modeled with in
+# the paper (enwik8: bytes, text8: characters, WikiText-103 and One
+# Billion Word: words; characters for the built-in text or a file).
+CORPORA = {
+    "builtin": "char",
+    "enwik8": "byte",
+    "text8": "char",
+    "wikitext103": "word",
+    "one_billion_word": "word",
+}
 # Archives and their checksums (sha256 of the archive as served; the values
 # are the ones recorded by the Hugging Face `datasets` loading scripts
 # `enwik8/dataset_infos.json` and `wikitext/dataset_infos.json`).
@@ -69,47 +90,92 @@ _TEXT8_ALPHABET = b"abcdefghijklmnopqrstuvwxyz "
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-class TextSplits(NamedTuple):
-    """Train, validation and test text of a corpus (unpacks as a tuple)."""
-
-    train: str
-    valid: str
-    test: str
-
-
-def load_text(path, encoding="utf-8"):
-    """Reads a whole text file.
+def load_corpus(
+    name,
+    path=None,
+    valid_fraction=0.1,
+    test_fraction=0.0,
+    cache_dir=None,
+    **options,
+):
+    """The train, validation and test parts of a corpus.
 
     Args:
-        path: str or path-like. The file to read.
-        encoding: str. Its text encoding, `"utf-8"` by default.
+        name: one of `CORPORA`: `"builtin"`, `"enwik8"`, `"text8"`,
+            `"wikitext103"` or `"one_billion_word"`.
+        path: `"builtin"`: optional UTF-8 text file that replaces the
+            built-in text. A benchmark: its local copy (no network): the
+            archive, the extracted file(s), or a folder that holds either
+            (WikiText-103: also a folder of the Hugging Face Parquet files
+            `train-0000N-of-00002.parquet`, `validation-...`, `test-...`);
+            `None` downloads it once (not One Billion Word: extract
+            `1-billion-word-language-modeling-benchmark-r13output.tar.gz`
+            and pass its folder; a `1b_word_vocab.txt` beside it is the
+            vocabulary of its `"word"` tokenizer).
+        valid_fraction, test_fraction: floats in [0, 1): shares of the
+            built-in text or the file held out from its end, validation
+            then test (`text = train + valid + test`). The benchmarks keep
+            the paper's splits: enwik8 and text8 the first 90M bytes for
+            training, the next 5M for validation, the last 5M for test;
+            One Billion Word the held-out shard 00000 for both.
+        cache_dir: optional token cache folder (a file's split offsets and
+            text8's content check are cached there).
+        **options: of the benchmarks: `download_dir` (the Keras cache
+            folder for downloads, default `~/.keras`), `origin` (the URL
+            of a mirror of the archive) and `file_hash` (the sha256 or md5
+            the download must have; `None` skips the check); of
+            `"wikitext103"` also `variant`: `"tokens"` (default,
+            `wikitext-103-v1`, the word-level text with `<unk>` that the
+            paper used) or `"raw"` (`wikitext-103-raw-v1`, for character
+            or byte models).
 
     Returns:
-        The text of the file, as `str`.
+        A `Corpus` (unpacks as `train, valid, test`): byte ranges of the
+        files (`str` for the built-in text).
 
     Raises:
-        CorpusError: the file is missing, is a folder, is empty, cannot be
-            read, or does not decode with `encoding`.
-
-    Example:
-
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "corpus.txt")
-    >>> _ = open(path, "w", encoding="utf-8").write("To be, or not to be")
-    >>> load_text(path)
-    'To be, or not to be'
+        CorpusError: missing, empty or short file, failed download,
+            checksum mismatch, or a part with a non-zero fraction would be
+            empty.
+        ValueError: unknown `name` or option, or a bad fraction.
     """
-    data = _read_bytes(path)
-    if not data:
-        raise CorpusError(
-            f"Corpus file '{os.fspath(path)}' is empty. Pass a file that "
-            f"contains text."
+    if name not in CORPORA:
+        raise ValueError(
+            f"`name` must be one of {tuple(CORPORA)}. Received: {name!r}"
         )
-    return _decode(data, encoding, f"'{os.fspath(path)}'")
+    allowed = {
+        "enwik8": ("download_dir", "origin", "file_hash"),
+        "text8": ("download_dir", "origin", "file_hash"),
+        "wikitext103": ("download_dir", "origin", "file_hash", "variant"),
+    }.get(name, ())
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"The {name} corpus takes the options {allowed or 'none'}. "
+            f"Received: {unknown}"
+        )
+    if name == "builtin":
+        if path is None:
+            return _split_text(_builtin_text(), valid_fraction, test_fraction)
+        return _text_file_corpus(path, valid_fraction, test_fraction, cache_dir)
+    if name == "enwik8":
+        source = _archived_source("enwik8", path, **options)
+        return _held_out_parts(source._replace(errors="surrogateescape"))
+    if name == "text8":
+        return _text8(path, cache_dir, **options)
+    if name == "wikitext103":
+        return _wikitext103(path, **options)
+    if path is None:
+        raise CorpusError(
+            "One Billion Word is not downloaded here: extract "
+            "1-billion-word-language-modeling-benchmark-r13output.tar.gz and "
+            "pass path= (or --corpus) to its folder."
+        )
+    return one_billion_word_corpus(path)
 
 
 @functools.lru_cache(maxsize=1)
-def builtin_corpus():
+def _builtin_text():
     """English text that every CPython install ships: the default corpus.
 
     The text is the documentation of Python's statements, operators and
@@ -128,8 +194,8 @@ def builtin_corpus():
 
     Example:
 
-    >>> text = builtin_corpus()
-    >>> len(text) > 100_000, text == builtin_corpus()
+    >>> text = _builtin_text()
+    >>> len(text) > 100_000, text == _builtin_text()
     (True, True)
     """
     try:
@@ -143,45 +209,22 @@ def builtin_corpus():
     return "\n\n".join(topics.topics[key] for key in sorted(topics.topics))
 
 
-def split_text(text, valid_fraction=0.05, test_fraction=0.05):
-    """Splits a text into contiguous train, validation and test parts.
-
-    The validation and test parts are taken from the end of the text, in
-    that order: `text = train + valid + test`. Their sizes are
-    `floor(len(text) * fraction)`. Nothing is shuffled, so the split is the
-    same on every run.
-
-    Args:
-        text: str (or bytes). The corpus.
-        valid_fraction: float in [0, 1). Share of the validation part.
-        test_fraction: float in [0, 1). Share of the test part.
-            `valid_fraction + test_fraction` must be below 1.
-
-    Returns:
-        A `TextSplits(train, valid, test)` named tuple.
-
-    Raises:
-        CorpusError: a part with a non-zero fraction would be empty, or the
-            training part would be empty.
-
-    Example:
-
-    >>> train, valid, test = split_text("0123456789", 0.1, 0.2)
-    >>> train, valid, test
-    ('0123456', '7', '89')
-    """
+def _split_text(text, valid_fraction, test_fraction):
+    """The `Corpus` of a text in memory: contiguous parts, validation and
+    test from the end (`text = train + valid + test`), each
+    `floor(len(text) * fraction)` characters."""
     num_train, num_valid, _ = split_sizes(
         len(text), valid_fraction, test_fraction
     )
-    return TextSplits(
-        train=text[:num_train],
-        valid=text[num_train : num_train + num_valid],
-        test=text[num_train + num_valid :],
+    return Corpus(
+        text[:num_train],
+        text[num_train : num_train + num_valid],
+        text[num_train + num_valid :],
     )
 
 
 def split_sizes(size, valid_fraction, test_fraction):
-    """Characters of the train, validation and test parts of `split_text`
+    """Characters of the train, validation and test parts of `_split_text`
     for a text of `size` characters (same checks and errors)."""
     valid_fraction = _check_fraction("valid_fraction", valid_fraction)
     test_fraction = _check_fraction("test_fraction", test_fraction)
@@ -212,152 +255,113 @@ def split_sizes(size, valid_fraction, test_fraction):
     return num_train, num_valid, size - num_train - num_valid
 
 
-def load_enwik8(
-    path=None, cache_dir=None, origin=ENWIK8_URL, file_hash=ENWIK8_SHA256
+def _text_file_corpus(path, valid_fraction, test_fraction, cache_dir):
+    """The parts of a text file as `_split_text` cuts its text, as byte
+    ranges: the file is read in chunks to count its UTF-8 characters and
+    to find the byte where each part starts; the offsets are cached
+    against the file's size and modification time. A part of fraction 0
+    is an empty range."""
+    path = _check_file(path)
+    source = TextSource(os.path.abspath(path))
+    if not valid_fraction and not test_fraction:  # no offsets to find
+        _check_fraction("valid_fraction", valid_fraction)
+        _check_fraction("test_fraction", test_fraction)
+        size = os.path.getsize(path)
+        if not size:
+            raise CorpusError(
+                f"Corpus file '{path}' is empty. Pass a file that contains "
+                "text."
+            )
+        empty = source._replace(start=size, stop=size)
+        return Corpus(source, empty, empty)
+
+    def offsets():
+        starts = []  # (first character, first byte) of every chunk
+        characters, position = 0, 0
+        for chunk in read_chunks(source):
+            data = np.frombuffer(chunk, np.uint8)
+            starts.append((characters, position))
+            characters += int(np.count_nonzero((data & 0xC0) != 0x80))
+            position += len(chunk)
+        if not position:
+            raise CorpusError(
+                f"Corpus file '{path}' is empty. Pass a file that contains "
+                "text."
+            )
+        num_train, num_valid, _ = split_sizes(
+            characters, valid_fraction, test_fraction
+        )
+        cuts = [num_train, num_train + num_valid]
+        return [_byte_of_character(source, starts, cut) for cut in cuts] + [
+            position
+        ]
+
+    train_end, valid_end, size = cached_json(
+        "split",
+        {"fractions": [valid_fraction, test_fraction]},
+        [source],
+        offsets,
+        cache_dir,
+    )
+    return Corpus(
+        source._replace(stop=train_end),
+        source._replace(start=train_end, stop=valid_end),
+        source._replace(start=valid_end, stop=size),
+    )
+
+
+def _text8(
+    path, cache_dir, download_dir=None, origin=TEXT8_URL, file_hash=None
 ):
-    """enwik8: the first 10^8 bytes of an English Wikipedia XML dump.
+    """text8's parts, after a check (once per file, in chunks, cached)
+    that it holds only "a"-"z" and " " (no checksum is published)."""
+    source = _archived_source("text8", path, download_dir, origin, file_hash)
 
-    The splits of the Transformer-XL paper (the `prep_enwik8.py` script):
-    the first 90M bytes for training, the next 5M for validation and the
-    last 5M for test. Models of this benchmark read bytes: tokenize with
-    `make_tokenizer("byte")`. The bytes are returned as `str` decoded from
-    UTF-8 with `errors="surrogateescape"`, so that
-    `split.encode("utf-8", "surrogateescape")` gives back the exact bytes
-    even where a split cuts a multi-byte character (the byte tokenizer does
-    this). The three parts take about 0.1 to 0.4 GB of memory.
+    def check():
+        for chunk in read_chunks(source):
+            if chunk.translate(None, _TEXT8_ALPHABET):
+                return False
+        return True
 
-    Args:
-        path: optional local copy, no network: the `enwik8.zip` archive, the
-            extracted `enwik8` file, or a folder that holds either.
-            `None` downloads the archive once into the Keras cache.
-        cache_dir: optional cache folder for the download (default
-            `~/.keras`, or `$KERAS_HOME`).
-        origin: str. URL of the archive (a mirror of the same file).
-        file_hash: str or `None`. sha256 (or md5) the downloaded archive
-            must have; `None` skips the check.
-
-    Returns:
-        `TextSplits(train, valid, test)`.
-
-    Raises:
-        CorpusError: missing file, failed download, checksum mismatch, or
-            fewer than 10M + 1 bytes.
-
-    Example:
-
-    ```python
-    train, valid, test = keras_txl.data.load_enwik8()  # 36 MB download
-    len(train), len(valid), len(test)  # (90_000_000, 5_000_000, 5_000_000)
-    ```
-    """
-    data = _load_archived_corpus("enwik8", path, cache_dir, origin, file_hash)
-    return _held_out_splits(data, "enwik8", errors="surrogateescape")
-
-
-def load_text8(
-    path=None, cache_dir=None, origin=TEXT8_URL, file_hash=TEXT8_SHA256
-):
-    """text8: 10^8 characters of lowercased Wikipedia text ("a"-"z", " ").
-
-    The splits of the Transformer-XL paper: the first 90M characters for
-    training, the next 5M for validation and the last 5M for test. Its
-    download has no published checksum (`file_hash=None` by default); the
-    content is checked instead: only "a"-"z" and spaces.
-
-    Args:
-        path: optional local copy, no network: the `text8.zip` archive, the
-            extracted `text8` file, or a folder that holds either.
-        cache_dir: optional cache folder for the download.
-        origin: str. URL of the archive.
-        file_hash: str or `None`. sha256 (or md5) the downloaded archive
-            must have.
-
-    Returns:
-        `TextSplits(train, valid, test)`.
-
-    Raises:
-        CorpusError: missing file, failed download, checksum mismatch,
-            characters outside "a"-"z" and " ", or fewer than 10M + 1
-            characters.
-
-    Example:
-
-    ```python
-    train, valid, test = keras_txl.data.load_text8()  # 31 MB download
-    ```
-    """
-    data = _load_archived_corpus("text8", path, cache_dir, origin, file_hash)
-    if data.translate(None, _TEXT8_ALPHABET):
+    if not cached_json("text8-check", {}, [source], check, cache_dir):
         raise CorpusError(
             "This text8 file holds characters other than 'a'-'z' and ' ': "
             "it is not the text8 corpus. Pass the original text8 or "
             "text8.zip."
         )
-    return _held_out_splits(data, "text8", errors="strict")
+    return _held_out_parts(source)
 
 
-def load_wikitext103(
-    path=None, variant="tokens", cache_dir=None, origin=None, file_hash=None
+def _wikitext103(
+    path, variant="tokens", download_dir=None, origin=None, file_hash=None
 ):
-    """WikiText-103: Wikipedia articles, in the splits of its authors.
-
-    `variant="tokens"` (default) is `wikitext-103-v1`, the word-level text
-    with rare words replaced by `<unk>` that the Transformer-XL paper used
-    (files `wiki.{train,valid,test}.tokens`); `variant="raw"` is
-    `wikitext-103-raw-v1`, the same articles without `<unk>` (files
-    `wiki.{train,valid,test}.raw`), for character or byte models. Each
-    training text is about 0.54 GB (1 to 2 GB as a Python `str`).
-
-    Args:
-        path: optional local copy, no network: the zip archive, a folder
-            that holds the three files (directly or in a `wikitext-103` /
-            `wikitext-103-raw` subfolder), or a folder of the Hugging Face
-            Parquet files (`train-0000N-of-00002.parquet`,
-            `validation-...`, `test-...`, directly or in a
-            `wikitext-103-v1` / `wikitext-103-raw-v1` subfolder).
-        variant: `"tokens"` or `"raw"`.
-        cache_dir: optional cache folder for the download.
-        origin: optional URL of a zip archive of the files. `None` (with
-            `path=None`) downloads the Hugging Face copy
-            (`Salesforce/wikitext`: four Parquet files, 0.3 GB, read with
-            pyarrow) once and writes its text files beside it. The
-            authors' S3 archives no longer answer.
-        file_hash: optional sha256 (or md5) of the `origin` archive (the
-            Parquet files are not checked: none is published).
-
-    Returns:
-        `TextSplits(train, valid, test)`.
-
-    Raises:
-        CorpusError: missing files, failed download, checksum mismatch.
-
-    Example:
-
-    ```python
-    splits = keras_txl.data.load_wikitext103(path="data/wikitext-103")
-    ```
-    """
     location, names = wikitext103_location(
-        path, variant, cache_dir, origin, file_hash
+        path, variant, download_dir, origin, file_hash
     )
     if os.path.isdir(location):
-        texts = [_read_from_folder(location, name) for name in names]
-    else:
-        members = _read_zip_members(_check_file(location), names)
-        texts = [
-            _decode(data, "utf-8", f"{name} in '{location}'")
-            for data, name in zip(members, names)
-        ]
-    return TextSplits(*texts)
+        return Corpus(
+            *(TextSource(_find_in_folder(location, name)) for name in names)
+        )
+    with _opened_zip(location) as archive:
+        present = {os.path.basename(m) for m in archive.namelist()}
+    missing = [name for name in names if name not in present]
+    if missing:
+        raise CorpusError(
+            f"Archive '{location}' has no {', '.join(missing)}. Pass the "
+            "archive of this corpus, or a folder with its files."
+        )
+    return Corpus(
+        *(TextSource(os.path.abspath(location), member=n) for n in names)
+    )
 
 
 def wikitext103_location(
     path=None, variant="tokens", cache_dir=None, origin=None, file_hash=None
 ):
-    """Where the three WikiText-103 files are, downloaded or converted
-    from Parquet if needed.
-
-    Args: as `load_wikitext103`.
+    """Where the three WikiText-103 files are, downloaded (into
+    `cache_dir`, the Keras cache folder) or converted from Parquet if
+    needed: the Hugging Face copy (`Salesforce/wikitext`: four Parquet
+    files, 0.3 GB, read with pyarrow) without `path` and `origin`.
 
     Returns:
         `(location, names)`: a folder that holds the files (maybe in a
@@ -370,7 +374,9 @@ def wikitext103_location(
             f"variant={variant!r}"
         )
     extension = "tokens" if variant == "tokens" else "raw"
-    names = [f"wiki.{split}.{extension}" for split in TextSplits._fields]
+    names = [
+        f"wiki.{split}.{extension}" for split in ("train", "valid", "test")
+    ]
     config = WIKITEXT103_CONFIGS[variant]
     if path is None and origin is None:
         subfolder = os.path.join("datasets", "wikitext-103-hf", config)
@@ -484,24 +490,6 @@ def _read_bytes(path, size=-1):
         ) from error
 
 
-def _decode(data, encoding, where, errors="strict"):
-    try:
-        codecs.lookup(encoding)
-    except LookupError as error:
-        raise CorpusError(
-            f"Unknown encoding {encoding!r} for {where}. Pass an encoding "
-            f"Python knows, such as 'utf-8' or 'latin-1'."
-        ) from error
-    try:
-        return data.decode(encoding, errors)
-    except UnicodeDecodeError as error:
-        raise CorpusError(
-            f"Cannot decode {where} as {encoding}: byte {error.start} "
-            f"({data[error.start : error.start + 1]!r}) is not valid "
-            f"{encoding}. Pass the file's encoding, e.g. encoding='latin-1'."
-        ) from error
-
-
 def _download(fname, origin, file_hash, cache_dir, cache_subdir="datasets"):
     """`keras.utils.get_file` with one-line errors."""
     try:
@@ -525,17 +513,6 @@ def _download(fname, origin, file_hash, cache_dir, cache_subdir="datasets"):
         ) from error
 
 
-def _load_archived_corpus(name, path, cache_dir, origin, file_hash):
-    """Bytes of `name` from `name.zip` (downloaded or local) or a file."""
-    if path is None:
-        path = _download(f"{name}.zip", origin, file_hash, cache_dir)
-    path = _find_archived(name, os.fspath(path))
-    if _read_bytes(path, size=4) == _ZIP_MAGIC:
-        (data,) = _read_zip_members(path, [name])
-        return data
-    return _read_bytes(path)
-
-
 def _find_archived(name, path):
     """`path`, or the `name` or `name.zip` file in folder `path`."""
     if os.path.isdir(path):
@@ -547,29 +524,6 @@ def _find_archived(name, path):
             f"Pass the folder or file of the {name} corpus."
         )
     return path
-
-
-def _read_zip_members(path, names):
-    """The bytes of the members of a zip archive, found by base name."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            by_name = {os.path.basename(m): m for m in archive.namelist()}
-            missing = [name for name in names if name not in by_name]
-            if missing:
-                raise CorpusError(
-                    f"Archive '{path}' has no {', '.join(missing)}. Pass the "
-                    f"archive of this corpus, or a folder with its files."
-                )
-            return [archive.read(by_name[name]) for name in names]
-    except (zipfile.BadZipFile, OSError) as error:
-        raise CorpusError(
-            f"Cannot read the zip archive '{path}' ({error}). Download it "
-            f"again, or pass the extracted files."
-        ) from error
-
-
-def _read_from_folder(folder, name):
-    return load_text(_find_in_folder(folder, name))
 
 
 def _find_in_folder(folder, name):
@@ -584,17 +538,70 @@ def _find_in_folder(folder, name):
     )
 
 
-def _held_out_splits(data, name, errors):
-    """First all but 10M / next 5M / last 5M, as `prep_enwik8.py`."""
-    if len(data) <= 2 * HELD_OUT_SIZE:
+def _byte_of_character(source, starts, index):
+    """Byte offset of character `index` (UTF-8: counting the bytes that
+    do not continue a character)."""
+    for number, (characters, position) in enumerate(starts):
+        following = starts[number + 1][0] if number + 1 < len(starts) else None
+        if following is None or index < following:
+            break
+    chunk = source._replace(start=position, stop=None)
+    data = np.frombuffer(next(read_chunks(chunk)), np.uint8)
+    heads = np.flatnonzero((data & 0xC0) != 0x80)
+    local = index - characters
+    if local >= len(heads):
+        return position + len(data)
+    return position + int(heads[local])
+
+
+def _archived_source(
+    name, path, download_dir=None, origin=ENWIK8_URL, file_hash=ENWIK8_SHA256
+):
+    """The `TextSource` of `name` in `name.zip` (downloaded into
+    `download_dir` without `path`), or a file, or a folder of either."""
+    if path is None:
+        path = _download(f"{name}.zip", origin, file_hash, download_dir)
+    path = _find_archived(name, os.fspath(path))
+    if _read_bytes(path, size=4) == _ZIP_MAGIC:
+        with _opened_zip(path) as archive:
+            if name not in {os.path.basename(m) for m in archive.namelist()}:
+                raise CorpusError(
+                    f"Archive '{path}' has no {name}. Pass the archive of "
+                    "this corpus, or a folder with its files."
+                )
+        return TextSource(os.path.abspath(path), member=name)
+    return TextSource(os.path.abspath(path))
+
+
+def _opened_zip(path):
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
         raise CorpusError(
-            f"This {name} file has {len(data):,} bytes; the standard split "
-            f"holds out the last {2 * HELD_OUT_SIZE:,} and needs more (the "
-            f"full corpus has {FULL_CORPUS_SIZE:,}). Pass the full file."
+            f"Cannot read the zip archive '{path}' ({error}). Download it "
+            f"again, or pass the extracted files."
+        ) from error
+
+
+def _held_out_parts(source):
+    """First all but 10M / next 5M / last 5M bytes, as the authors'
+    `prep_enwik8.py` splits enwik8 (and text8)."""
+    if source.member is None:
+        size = os.path.getsize(source.path)
+    else:
+        with _opened_zip(source.path) as archive:
+            by_name = {os.path.basename(m): m for m in archive.namelist()}
+            size = archive.getinfo(by_name[source.member]).file_size
+    held_out = HELD_OUT_SIZE
+    if size <= 2 * held_out:
+        name = source.member or os.path.basename(source.path)
+        raise CorpusError(
+            f"This {name} file has {size:,} bytes; the standard split holds "
+            f"out the last {2 * held_out:,} and needs more (the full corpus "
+            f"has {FULL_CORPUS_SIZE:,}). Pass the full file."
         )
-    train = data[: -2 * HELD_OUT_SIZE]
-    valid = data[-2 * HELD_OUT_SIZE : -HELD_OUT_SIZE]
-    test = data[-HELD_OUT_SIZE:]
-    return TextSplits(
-        *(_decode(part, "utf-8", name, errors) for part in (train, valid, test))
+    return Corpus(
+        source._replace(stop=size - 2 * held_out),
+        source._replace(start=size - 2 * held_out, stop=size - held_out),
+        source._replace(start=size - held_out, stop=size),
     )

@@ -30,32 +30,36 @@ token cache (`int32` for the full vocabulary).
 Use it with the adaptive softmax (`TransformerXLBackbone(cutoffs=...)`;
 the paper's cutoffs for this vocabulary are 60,000, 100,000 and 640,000).
 
+`keras_txl.data.load_corpus("one_billion_word", path)` finds the
+official layout; `make_tokenizer("word", corpus)` reads the benchmark's
+vocabulary when the copy has it (else counts the training shards);
+`corpus_ids` and `segment_dataset` read it as every corpus is read (the
+shards one after the other, in the benchmark's shuffled sentence order,
+what `keras-txl train --dataset one_billion_word` does), and
+`one_billion_word_dataset` reshuffles every pass as the authors do.
+
 Example:
 
 ```python
-files = keras_txl.data.one_billion_word_files("data/one-billion-words")
-tokenizer = keras_txl.data.one_billion_word_tokenizer(files)
+corpus = keras_txl.data.load_corpus("one_billion_word", "data/lm1b")
+tokenizer = keras_txl.data.make_tokenizer("word", corpus)
 train = keras_txl.data.one_billion_word_dataset(
-    files, tokenizer, batch_size=32, sequence_length=32, seed=0
+    corpus, tokenizer, batch_size=32, sequence_length=32, seed=0
 )
-valid_ids = keras_txl.data.cached_token_ids(tokenizer, files.heldout)
+valid_ids = keras_txl.data.corpus_ids(tokenizer, corpus.valid)
 ```
 """
 
 import itertools
 import os
-from typing import NamedTuple
 
 import numpy as np
-import tensorflow as tf
 
-from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.text_source import Corpus
+from keras_txl.data.text_source import CorpusError
 from keras_txl.data.text_source import TextSource
-from keras_txl.data.token_cache import build_tokenizer
-from keras_txl.data.token_cache import cached_token_ids
 from keras_txl.data.tokenization import END_OF_LINE_TOKEN
-from keras_txl.data.tokenization import UNKNOWN_TOKEN
-from keras_txl.data.tokenization import word_tokenizer
+from keras_txl.data.tokenization import corpus_ids
 from keras_txl.utils.validation import check_positive_int
 
 ARCHIVE_FOLDER = "1-billion-word-language-modeling-benchmark-r13output"
@@ -65,29 +69,15 @@ HELDOUT_FILE = "news.en.heldout-00000-of-00050"
 VOCABULARY_FILE = "1b_word_vocab.txt"
 # The paper's adaptive softmax cutoffs for the 793,471-word vocabulary.
 PAPER_CUTOFFS = (60_000, 100_000, 640_000)
-# Tokens of the vocabulary file that this tokenizer spells its own way.
-_FILE_SPECIALS = ("<S>", "</S>", "<UNK>")
 
 
-class OneBillionWordFiles(NamedTuple):
-    """The training shards (`TextSource`s, in name order), the held-out
-    shard used for validation and test, and the vocabulary file (or
-    `None`) of a local copy."""
-
-    train: tuple
-    heldout: TextSource
-    vocabulary: str
-
-
-def one_billion_word_files(path):
-    """Finds the official layout under `path`.
-
-    Args:
-        path: the folder of the extracted archive, or the folder that
-            holds it (as the authors' `getdata.sh` leaves it).
-
-    Returns:
-        `OneBillionWordFiles`.
+def one_billion_word_corpus(path):
+    """The `Corpus` of the official layout under `path` (the folder of the
+    extracted archive, or the folder that holds it, as the authors'
+    `getdata.sh` leaves it): the training shards in name order (one part),
+    the held-out shard 00000 as validation and test, the vocabulary file
+    as `word_list` (or `None`), and a vocabulary counted over the
+    training shards only.
 
     Raises:
         CorpusError: no training shard or no held-out shard 00000.
@@ -117,48 +107,20 @@ def one_billion_word_files(path):
         if os.path.isfile(os.path.join(folder, VOCABULARY_FILE)):
             vocabulary = os.path.join(folder, VOCABULARY_FILE)
             break
-    return OneBillionWordFiles(
+    heldout = TextSource(os.path.abspath(heldout))
+    return Corpus(
         train=tuple(
             TextSource(os.path.abspath(os.path.join(train_folder, name)))
             for name in names
         ),
-        heldout=TextSource(os.path.abspath(heldout)),
-        vocabulary=vocabulary,
+        valid=heldout,
+        test=heldout,
+        word_list=vocabulary,
+        counted=("train",),
     )
 
 
-def one_billion_word_tokenizer(files, vocabulary_size=None, cache_dir=None):
-    """The word tokenizer of the benchmark.
-
-    Args:
-        files: `OneBillionWordFiles`.
-        vocabulary_size: optional int: keep the `vocabulary_size - 2` first
-            words (most frequent first).
-        cache_dir: optional token cache folder.
-
-    Returns:
-        A `"word"` tokenizer (`<unk>`, `<eos>`, then the words): from
-        `files.vocabulary` (the benchmark's `1b_word_vocab.txt`, in its
-        order) when the copy has one, else counted over the training
-        shards (once, cached).
-    """
-    if files.vocabulary is None:
-        return build_tokenizer(
-            "word", files.train, vocabulary_size, cache_dir=cache_dir
-        )
-    words = []
-    with open(files.vocabulary, encoding="utf-8") as file:
-        for line in file:
-            fields = line.split()
-            if fields and fields[0] not in _FILE_SPECIALS:
-                words.append(fields[0])
-    words = [w for w in words if w not in (UNKNOWN_TOKEN, END_OF_LINE_TOKEN)]
-    if vocabulary_size is not None:
-        words = words[: max(vocabulary_size - 2, 1)]
-    return word_tokenizer([UNKNOWN_TOKEN, END_OF_LINE_TOKEN] + words)
-
-
-def shuffled_sentences(ids, end_of_sentence, rng):
+def _shuffled_sentences(ids, end_of_sentence, rng):
     """The sentences of `ids` (each ends with `end_of_sentence`) in a
     random order, as one array.
 
@@ -173,8 +135,8 @@ def shuffled_sentences(ids, end_of_sentence, rng):
     Example:
 
     >>> ids = np.array([5, 6, 1, 7, 1, 8, 9, 9, 1])
-    >>> out = shuffled_sentences(ids, 1, np.random.default_rng(0))
-    >>> sorted(out.tolist()) == sorted(ids.tolist()), out[-1] == 1
+    >>> out = _shuffled_sentences(ids, 1, np.random.default_rng(0))
+    >>> sorted(out.tolist()) == sorted(ids.tolist()), bool(out[-1] == 1)
     (True, True)
     """
     ids = np.asarray(ids)
@@ -192,7 +154,7 @@ def shuffled_sentences(ids, end_of_sentence, rng):
 
 
 def one_billion_word_dataset(
-    files,
+    corpus,
     tokenizer,
     batch_size,
     sequence_length,
@@ -210,8 +172,8 @@ def one_billion_word_dataset(
     shard, into the next.
 
     Args:
-        files: `OneBillionWordFiles`.
-        tokenizer: from `one_billion_word_tokenizer`.
+        corpus: `load_corpus("one_billion_word", path)`.
+        tokenizer: its `make_tokenizer("word", corpus)`.
         batch_size: int. Number of streams.
         sequence_length: int. Segment length `T`.
         seed: int. Seed of the shuffles (pass `p` uses `seed + p`).
@@ -223,6 +185,8 @@ def one_billion_word_dataset(
         A `tf.data.Dataset` of `(inputs, targets)`, `int32`,
         `(batch_size, sequence_length)`.
     """
+    import tensorflow as tf
+
     batch_size = check_positive_int("batch_size", batch_size)
     sequence_length = check_positive_int("sequence_length", sequence_length)
     end_of_sentence = tokenizer.token_to_id(END_OF_LINE_TOKEN)
@@ -230,11 +194,9 @@ def one_billion_word_dataset(
 
     def batches():
         rng = np.random.default_rng(seed + next(passes))
-        for shard in rng.permutation(len(files.train)):
-            ids = cached_token_ids(
-                tokenizer, files.train[shard], cache_dir, log
-            )
-            stream = shuffled_sentences(ids, end_of_sentence, rng)
+        for shard in rng.permutation(len(corpus.train)):
+            ids = corpus_ids(tokenizer, corpus.train[shard], cache_dir, log)
+            stream = _shuffled_sentences(ids, end_of_sentence, rng)
             length = len(stream) // batch_size
             count = (length - 1) // sequence_length
             if count < 1:

@@ -47,9 +47,8 @@ Example:
 from typing import NamedTuple
 
 import numpy as np
-import tensorflow as tf
 
-from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.text_source import CorpusError
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -212,7 +211,8 @@ def segment_dataset(
     shuffling, so that carried memory stays aligned with the text.
 
     Args:
-        token_ids: 1-D integer ids of the whole corpus (from `encode`).
+        token_ids: 1-D integer ids of the whole corpus (a part's
+            `corpus_ids`, or `encode`).
         batch_size: int. Number of streams: the (global) batch size.
         sequence_length: int. Segment length `T`.
         drop_remainder: bool. `True` (default) keeps only full batches, of
@@ -243,6 +243,8 @@ def segment_dataset(
     >>> tuple(inputs.shape), int(dataset.cardinality())
     ((4, 8), 31)
     """
+    import tensorflow as tf
+
     ids = _check_token_ids(token_ids, vocabulary_size)
     info = segment_info(len(ids), batch_size, sequence_length, drop_remainder)
     rows = shard_streams(batch_size, num_shards, shard_index)
@@ -286,6 +288,8 @@ def _memmap_batches(streams, full_batches, sequence_length):
     never held whole in memory (its pages are the file's, which the
     system can drop). The slicing runs in NumPy (`tf.numpy_function`), so
     this dataset runs in the Python process that made it."""
+    import tensorflow as tf
+
     num_rows = streams.shape[0]
 
     def read(index):

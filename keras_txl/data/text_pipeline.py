@@ -1,4 +1,6 @@
-"""Ordered segments from raw text, tokenized by TensorFlow ops in `tf.data`.
+"""Ordered segments from raw text, tokenized by TensorFlow ops in `tf.data`:
+the in-graph alternative to `corpus_ids` + `segment_dataset`, not a second
+way to the same place.
 
 `text_segment_dataset(paths, tokenizer, batch_size, sequence_length)` is
 a `tf.data.Dataset` whose every step is a TensorFlow op: files are read
@@ -19,7 +21,7 @@ Unicode white space; they differ only on rare control characters
 Memory: each file's text and its ids (4 bytes per token) are held while
 its segments are read. For corpora larger than memory, or to start in
 seconds on every run after the first, use the token cache
-(`keras_txl.data.cached_token_ids` + `segment_dataset`).
+(`keras_txl.data.corpus_ids` + `segment_dataset`).
 
 Example:
 
@@ -34,14 +36,13 @@ Example:
 """
 
 import numpy as np
-import tensorflow as tf
 
-from keras_txl.data.character_tokenizer import CharacterTokenizer
 from keras_txl.data.tokenization import _MAX_WORD_BYTES
 from keras_txl.data.tokenization import END_OF_LINE_TOKEN
 from keras_txl.data.tokenization import _is_plain_byte_tokenizer
 from keras_txl.data.tokenization import _is_word_tokenizer
 from keras_txl.data.tokenization import make_tokenizer  # noqa: F401
+from keras_txl.models import CharacterTokenizer
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_int
 
@@ -52,7 +53,7 @@ def text_ids_fn(tokenizer):
 
     Args:
         tokenizer: a `"byte"`, `"char"` or `"word"` tokenizer of
-            `make_tokenizer` (or `build_tokenizer`).
+            `make_tokenizer`.
 
     Returns:
         A function of a scalar `tf.string` tensor, usable in `tf.data`.
@@ -60,6 +61,8 @@ def text_ids_fn(tokenizer):
     Raises:
         ValueError: another kind of tokenizer.
     """
+    import tensorflow as tf
+
     if _is_plain_byte_tokenizer(tokenizer):
 
         def byte_ids(text):
@@ -74,14 +77,17 @@ def text_ids_fn(tokenizer):
         "text_segment_dataset tokenizes with the byte, char and word "
         "tokenizers of keras_txl.data.make_tokenizer. Received: "
         f"{type(tokenizer).__name__}. Encode other tokenizers with "
-        "keras_txl.data.encode (or the token cache) and segment_dataset."
+        "keras_txl.data.corpus_ids (or encode) and segment_dataset."
     )
 
 
 def text_segment_dataset(
     paths, tokenizer, batch_size, sequence_length, drop_remainder=True
 ):
-    """Ordered `(inputs, targets)` segments of text files, in-graph.
+    """Ordered `(inputs, targets)` segments of text files, in-graph: the
+    alternative to `corpus_ids` + `segment_dataset` for input pipelines
+    that must be pure TensorFlow (a TPU's or `tf.data` service's input
+    workers), as `examples/train_char_lm.py` builds by hand.
 
     Each file is one token stream, laid out as `segment_dataset` lays out
     `encode(tokenizer, text)`; the batches of several files follow each
@@ -103,6 +109,8 @@ def text_segment_dataset(
     """
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
+    import tensorflow as tf
+
     paths = [str(path) for path in paths]
     batch_size = check_positive_int("batch_size", batch_size)
     sequence_length = check_positive_int("sequence_length", sequence_length)
@@ -146,6 +154,8 @@ def text_segment_dataset(
 
 
 def _character_ids_fn(tokenizer):
+    import tensorflow as tf
+
     vocabulary = tokenizer.get_vocabulary()
     codepoints = [ord(t) for t in vocabulary if len(t) == 1]
     ids = [i for i, t in enumerate(vocabulary) if len(t) == 1]
@@ -179,6 +189,8 @@ def _character_ids_fn(tokenizer):
 
 
 def _word_ids_fn(tokenizer):
+    import tensorflow as tf
+
     vocabulary = list(tokenizer.get_vocabulary())
     unknown = tokenizer.token_to_id(tokenizer.oov_token)
     has_end_of_line = END_OF_LINE_TOKEN in vocabulary

@@ -1,14 +1,35 @@
-"""Where a corpus's text is (`TextSource`: a file, a byte range of it, or
-a member of a zip archive) and how it is read: in chunks of a few
-megabytes (`read_chunks`, `text_chunks`), so that a text larger than
-memory can be counted and tokenized (`keras_txl.data.token_cache`)."""
+"""Where a corpus's text is and how it is read.
+
+A `Corpus` (what `keras_txl.data.load_corpus` returns) names the text of
+its train, validation and test parts: a `TextSource` (a file, a byte range
+of it, or a member of a zip archive), a tuple of them read one after the
+other (One Billion Word's shards), or a `str` (the built-in text). Files
+are read in chunks of a few megabytes (`read_chunks`, `text_chunks`), so
+that a text larger than memory can be counted and tokenized.
+"""
 
 import codecs
+import dataclasses
 import os
 import zipfile
 from typing import NamedTuple
 
-from keras_txl.data.corpus_error import CorpusError
+
+class CorpusError(ValueError):
+    """A corpus is missing, empty, unreadable or too short for the request.
+
+    The message is one line that names the file or the numbers involved and
+    says how to fix the call, so that a command-line tool can print it
+    without a traceback:
+
+    ```python
+    try:
+        corpus = keras_txl.data.load_corpus("enwik8", path)
+    except keras_txl.data.CorpusError as error:
+        raise SystemExit(f"error: {error}")
+    ```
+    """
+
 
 # Bytes read at a time: the transient memory of tokenization is a few
 # times this, whatever the corpus size.
@@ -32,6 +53,42 @@ class TextSource(NamedTuple):
     stop: int = None
     member: str = None
     errors: str = "strict"
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    """The parts of a corpus (`keras_txl.data.load_corpus`); unpacks as
+    `train, valid, test`.
+
+    Fields:
+        train, valid, test: each a part: a `TextSource`, a tuple of them
+            (read one after the other), or a `str` (text in memory). An
+            empty part is an empty byte range or `""`.
+        word_list: optional path of the corpus's own list of words, one a
+            line, most frequent first (One Billion Word's
+            `1b_word_vocab.txt`): the vocabulary of a `"word"` tokenizer.
+        counted: the names of the parts a tokenizer's vocabulary is counted
+            over: all three (the Transformer-XL authors' choice for enwik8
+            and text8), or the training part alone (One Billion Word).
+    """
+
+    train: object
+    valid: object
+    test: object
+    word_list: str = None
+    counted: tuple = ("train", "valid", "test")
+
+    def __iter__(self):
+        return iter((self.train, self.valid, self.test))
+
+
+def part_sources(part):
+    """The `TextSource`s of a part (`()` for a `str`)."""
+    if isinstance(part, TextSource):
+        return (part,)
+    if isinstance(part, str):
+        return ()
+    return tuple(part)
 
 
 def source_stat(source):

@@ -1,48 +1,33 @@
-"""Corpora tokenized once into a compact file on disk, read with `np.memmap`.
+"""The token cache: corpora tokenized once into a compact file on disk,
+read with `np.memmap`.
 
 A corpus of hundreds of megabytes costs about 15 bytes per character when
 it is read as a Python `str`, encoded into an `int32` array and copied
-into `tf.data`. Here a corpus is a `TextSource` (a file, a byte range of
-it, or a member of a zip archive) that is read in chunks of a few
-megabytes, so text larger than memory works:
-
-- `build_tokenizer(kind, sources)` counts the characters or words chunk
-  by chunk and builds the tokenizer of `make_tokenizer(kind, text)` for
-  the concatenated text (its vocabulary is cached too);
-- `cached_token_ids(tokenizer, source)` tokenizes the source chunk by
-  chunk into a file of `uint8` ids (vocabularies of at most 256 ids),
-  `uint16` (at most 65,536) or `int32`, and returns it as a read-only
-  `np.memmap`. Every later call with the same tokenizer (its
-  fingerprint: class, configuration and vocabulary) and an unchanged
-  source (same size and modification time) maps the file again in
-  milliseconds; a changed source or another tokenizer rebuilds it.
+into `tf.data`. Here `keras_txl.data.corpus_ids` tokenizes a file (a
+`TextSource`: a file, a byte range of it, or a member of a zip archive)
+chunk by chunk into a file of `uint8` ids (vocabularies of at most 256
+ids), `uint16` (at most 65,536) or `int32`, and returns it as a read-only
+`np.memmap`. Every later call with the same tokenizer (its fingerprint:
+class, configuration and vocabulary) and an unchanged source (same size
+and modification time) maps the file again in milliseconds; a changed
+source or another tokenizer rebuilds it. Vocabularies counted from files
+(`keras_txl.data.make_tokenizer`) and a text file's split offsets are
+cached too (`cached_json`).
 
 Files are written under a temporary name and renamed into place, the
 metadata file last: a run killed while tokenizing leaves no file that a
 later run trusts. An empty text is never cached. Inside
-`PendingWrites.active()` new files stay under their temporary names
-until `commit()` (`keras-txl train` commits with its first checkpoint:
-a run that fails before leaves no entry), and with `store=False` nothing
-is written at all: the ids are tokenized into memory (`keras-txl
-evaluate --corpus FILE`, a one-off text). `cache_entries()` and
-`clear_cache()` list and free the cache (`keras-txl cache --list`,
-`--clear`). The cache folder is `cache_dir`, else `$KERAS_TXL_CACHE`,
-else `$KERAS_HOME/keras_txl_cache` (`~/.keras/keras_txl_cache`).
-
-Example:
-
->>> import os, tempfile
->>> folder = tempfile.mkdtemp()
->>> path = os.path.join(folder, "corpus.txt")
->>> _ = open(path, "w").write("to be or not to be\\n")
->>> source = TextSource(path)
->>> tokenizer = build_tokenizer("char", [source], cache_dir=folder)
->>> ids = cached_token_ids(tokenizer, source, cache_dir=folder)
->>> ids.dtype.name, len(ids), decode(tokenizer, ids[:5])
-('uint8', 19, 'to be')
+`token_cache_writes().active()` new files stay under their temporary
+names until `commit()` (`keras-txl train` commits with its first
+checkpoint: a run that fails before leaves no entry), and with
+`store=False` nothing is written at all: the ids are tokenized into
+memory (`keras-txl evaluate --corpus FILE`, a one-off text).
+`token_cache_entries()` and `clear_token_cache()` list and free the cache
+(`keras-txl cache --list`, `--clear`). The folder is `cache_dir`, else
+`$KERAS_TXL_CACHE`, else `$KERAS_HOME/keras_txl_cache`
+(`~/.keras/keras_txl_cache`): `token_cache_folder()`.
 """
 
-import collections
 import contextlib
 import contextvars
 import hashlib
@@ -51,27 +36,13 @@ import os
 import shutil
 import tempfile
 
-import keras_hub
 import numpy as np
 
-from keras_txl.data.character_tokenizer import CharacterTokenizer
-from keras_txl.data.corpus_error import CorpusError
+from keras_txl.data.text_source import CorpusError
 from keras_txl.data.text_source import TextSource
 from keras_txl.data.text_source import describe_source
-from keras_txl.data.text_source import read_chunks
 from keras_txl.data.text_source import source_identity
 from keras_txl.data.text_source import source_stat
-from keras_txl.data.text_source import text_chunks
-from keras_txl.data.tokenization import _encode_words
-from keras_txl.data.tokenization import _is_plain_byte_tokenizer
-from keras_txl.data.tokenization import _is_word_tokenizer
-from keras_txl.data.tokenization import character_counts
-from keras_txl.data.tokenization import character_tokenizer_from_counts
-from keras_txl.data.tokenization import decode  # noqa: F401 (docstring)
-from keras_txl.data.tokenization import encode
-from keras_txl.data.tokenization import make_tokenizer
-from keras_txl.data.tokenization import word_tokenizer
-from keras_txl.data.tokenization import word_tokenizer_from_counts
 
 # Bumped when the bytes written for a given text and tokenizer change.
 FORMAT_VERSION = 1
@@ -81,38 +52,49 @@ ENVIRONMENT_VARIABLE = "KERAS_TXL_CACHE"
 _PENDING = contextvars.ContextVar("keras_txl_token_cache", default=None)
 
 
-class PendingWrites:
-    """The token cache's writes of one run, kept or dropped together.
-
-    Inside `active()`, every new file of the cache (token ids, vocabulary,
-    split offsets) is written under a temporary name in the cache folder;
-    `commit()` renames them into place (metadata last), `discard()`
-    removes them and a cache folder created for them. With
-    `store=False`, nothing is written (not even the folder): token ids
-    are tokenized into memory, existing entries are still read.
+def token_cache_writes(store=True, log=None):
+    """The token cache's writes of one run, to keep or drop together.
 
     Args:
         store: bool. Write the cache (committed later), or not at all.
         log: optional function that prints a line: the cache's folder,
             when this creates it.
 
+    Returns:
+        An object with `active()` (a context manager: the cache's writes
+        inside it are this object's), `commit()` (renames them into
+        place, metadata last) and `discard()` (removes what was not
+        committed).
+
     Example:
 
     >>> import os, tempfile
+    >>> from keras_txl import data
     >>> folder = tempfile.mkdtemp()
     >>> path = os.path.join(folder, "corpus.txt")
     >>> _ = open(path, "w").write("to be or not to be\\n")
-    >>> pending = PendingWrites()
-    >>> with pending.active():
-    ...     tokenizer = build_tokenizer("char", [TextSource(path)], None,
-    ...                                 os.path.join(folder, "cache"))
-    >>> sorted(os.listdir(os.path.join(folder, "cache")))[0].endswith(
-    ...     ".partial")
+    >>> cache = os.path.join(folder, "cache")
+    >>> writes = token_cache_writes()
+    >>> with writes.active():
+    ...     corpus = data.load_corpus("builtin", path, 0.25, cache_dir=cache)
+    ...     tokenizer = data.make_tokenizer("char", corpus, cache_dir=cache)
+    >>> all(name.endswith(".partial") for name in os.listdir(cache))
     True
-    >>> pending.commit()
-    >>> [e["kind"] for e in cache_entries(os.path.join(folder, "cache"))]
-    ['vocabulary']
+    >>> writes.commit()
+    >>> sorted(e["kind"] for e in token_cache_entries(cache))
+    ['split', 'vocabulary']
     """
+    return PendingWrites(store, log)
+
+
+class PendingWrites:
+    """What `token_cache_writes` returns. Inside `active()`, every new
+    file of the cache (token ids, vocabulary, split offsets) is written
+    under a temporary name in the cache folder;
+    `commit()` renames them into place (metadata last), `discard()`
+    removes them and a cache folder created for them. With
+    `store=False`, nothing is written (not even the folder): token ids
+    are tokenized into memory, existing entries are still read."""
 
     def __init__(self, store=True, log=None):
         self.store = bool(store)
@@ -146,6 +128,13 @@ class PendingWrites:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)  # only while empty
         self.files, self.created = [], []
+
+
+def token_cache_folder(cache_dir=None):
+    """The folder of the token cache (not created): `cache_dir`, else
+    `$KERAS_TXL_CACHE`, else `$KERAS_HOME/keras_txl_cache`
+    (`~/.keras/keras_txl_cache`)."""
+    return cache_folder(cache_dir, create=False)
 
 
 def cache_folder(cache_dir=None, create=True):
@@ -213,104 +202,36 @@ def id_dtype(vocabulary_size):
     return np.dtype(np.int32)
 
 
-def tokenizer_fingerprint(tokenizer):
-    """sha256 of a tokenizer's class, configuration and vocabulary: two
-    tokenizers with the same fingerprint give the same ids."""
-    config = dict(tokenizer.get_config())
-    for name in ("name", "trainable", "config_file"):
-        config.pop(name, None)
-    vocabulary = None
-    if hasattr(tokenizer, "get_vocabulary"):
-        vocabulary = list(tokenizer.get_vocabulary())
-    payload = {
-        "class": f"{type(tokenizer).__module__}.{type(tokenizer).__name__}",
-        "config": config,
-        "vocabulary": vocabulary,
-        "format": FORMAT_VERSION,
-    }
-    text = json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def build_tokenizer(kind, sources, vocabulary_size=None, cache_dir=None):
-    """`make_tokenizer(kind, text)` for the text of `sources`, read in
-    chunks; the vocabulary is cached beside the token ids.
+def cached_ids(sources, fingerprint, dtype, pieces, cache_dir=None, log=None):
+    """The ids of `sources`, computed once and then memory-mapped.
 
     Args:
-        kind: `"byte"`, `"char"` or `"word"`.
-        sources: `TextSource`s whose text the vocabulary is built from
-            (for example train, validation and test of a corpus).
-        vocabulary_size: optional int (see `make_tokenizer`).
-        cache_dir: optional cache folder (see `cache_folder`).
-
-    Returns:
-        A tokenizer that gives the ids of `make_tokenizer(kind, text)`,
-        where `text` is the sources' text concatenated (for `"word"`, each
-        source's words are counted apart: a source that does not end with
-        whitespace does not join its last word to the next one's first).
-    """
-    if kind == "byte":
-        return make_tokenizer("byte", vocabulary_size=vocabulary_size)
-    if kind not in ("char", "word"):
-        return make_tokenizer(kind)  # raises the error for a bad kind
-    sources = list(sources)
-    key = _key(
-        {
-            "vocabulary": kind,
-            "vocabulary_size": vocabulary_size,
-            "sources": [source_identity(source) for source in sources],
-        }
-    )
-    folder = cache_folder(cache_dir)
-    meta_path = os.path.join(folder, f"{key}.vocabulary.json")
-    stats = [source_stat(source) for source in sources]
-    meta = _read_json(meta_path)
-    if meta is None or meta.get("stats") != stats:
-        tokenizer = _count_and_build(kind, sources, vocabulary_size)
-        meta = {
-            "kind": kind,
-            "stats": stats,
-            "vocabulary": list(tokenizer.get_vocabulary()),
-            "oov_token": getattr(tokenizer, "oov_token", None),
-        }
-        _write_json(meta_path, meta)
-        return tokenizer
-    if kind == "char":
-        return CharacterTokenizer(
-            vocabulary=meta["vocabulary"], oov_token=meta["oov_token"]
-        )
-    return word_tokenizer(meta["vocabulary"])
-
-
-def cached_token_ids(tokenizer, source, cache_dir=None, log=None):
-    """The token ids of `source`, tokenized once and then memory-mapped.
-
-    Args:
-        tokenizer: a tokenizer of `make_tokenizer` / `build_tokenizer` (or
-            any tokenizer `encode` takes).
-        source: a `TextSource`.
+        sources: the `TextSource`s of one text, read one after the other.
+        fingerprint: str. What else the ids depend on (the tokenizer's).
+        dtype: the dtype of the file (`id_dtype`).
+        pieces: function of a source that yields its ids, piece by piece.
         cache_dir: optional cache folder (see `cache_folder`).
         log: optional function that prints a line when the cache is built.
 
     Returns:
-        A read-only 1-D `np.memmap` of `id_dtype(vocabulary_size)` (an
-        empty array for an empty source): the ids `encode(tokenizer,
-        text)` gives for the text of `source`.
+        A read-only 1-D `np.memmap` of `dtype` (an empty array for an
+        empty text).
 
     Raises:
-        CorpusError: the source cannot be read or decoded, or holds
-            characters outside a closed character vocabulary.
+        CorpusError: an id does not fit `dtype`.
     """
-    fingerprint = tokenizer_fingerprint(tokenizer)
-    dtype = id_dtype(int(tokenizer.vocabulary_size()))
-    if source.stop is not None and source.start >= source.stop:
+    sources = [s for s in sources if s.stop is None or s.start < s.stop]
+    if not sources:
         return np.zeros(0, dtype)  # an empty part: nothing to cache
-    key = _key({"ids": source_identity(source), "tokenizer": fingerprint})
+    identity = [source_identity(source) for source in sources]
+    stat = [source_stat(source) for source in sources]
+    if len(sources) == 1:  # the key of a single source, as ever
+        identity, stat = identity[0], stat[0]
+    key = _key({"ids": identity, "tokenizer": fingerprint})
     pending = _PENDING.get()
     folder = cache_folder(cache_dir)
     ids_path = os.path.join(folder, f"{key}.{dtype.name}.ids")
     meta_path = os.path.join(folder, f"{key}.json")
-    stat = source_stat(source)
     meta = _read_json(meta_path)
     fresh = (
         meta is not None
@@ -326,22 +247,27 @@ def cached_token_ids(tokenizer, source, cache_dir=None, log=None):
         return np.memmap(
             ids_path, dtype=dtype, mode="r", shape=(meta["count"],)
         )
+    where = describe_source(sources[0])
+    if len(sources) > 1:
+        where += f" and {len(sources) - 1} more"
+
+    def checked_pieces():
+        for source in sources:
+            yield from _checked_pieces(pieces(source), dtype)
+
     if pending is not None and not pending.store:
         if log is not None:
-            log(f"Tokenizing {describe_source(source)} (not cached).")
-        pieces = [
-            np.asarray(ids).astype(dtype)
-            for ids in _checked_pieces(tokenizer, source, dtype)
-        ]
-        return np.concatenate(pieces) if pieces else np.zeros(0, dtype)
+            log(f"Tokenizing {where} (not cached).")
+        parts = [np.asarray(ids).astype(dtype) for ids in checked_pieces()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
     if log is not None:
-        log(f"Tokenizing {describe_source(source)} into {ids_path} (once).")
-    count, temporary = _write_ids(tokenizer, source, ids_path, dtype)
+        log(f"Tokenizing {where} into {ids_path} (once).")
+    count, temporary = _write_ids(checked_pieces(), ids_path, dtype)
     if count == 0:  # never cache an empty text
         os.remove(temporary)
         return np.zeros(0, dtype)
     meta = {
-        "source": source_identity(source),
+        "source": identity,
         "stat": stat,
         "tokenizer": fingerprint,
         "dtype": dtype.name,
@@ -391,31 +317,9 @@ def cached_json(name, parameters, sources, compute, cache_dir=None):
     return value
 
 
-def _count_and_build(kind, sources, vocabulary_size):
-    if kind == "char":
-        counts = np.zeros(0, np.int64)
-        for source in sources:
-            for text, _ in text_chunks(source):
-                chunk = character_counts(text)
-                if len(chunk) > len(counts):
-                    counts = np.pad(counts, (0, len(chunk) - len(counts)))
-                counts[: len(chunk)] += chunk
-        if not counts.any():
-            raise CorpusError(
-                "A char tokenizer needs a non-empty training text for its "
-                "vocabulary; the corpus files are empty."
-            )
-        return character_tokenizer_from_counts(counts, vocabulary_size)
-    counts = collections.Counter()
-    for source in sources:
-        for text, _ in text_chunks(source, cut="whitespace"):
-            counts.update(text.split())
-    return word_tokenizer_from_counts(counts, vocabulary_size)
-
-
-def _write_ids(tokenizer, source, ids_path, dtype):
-    """Tokenizes `source` chunk by chunk into a temporary file beside
-    `ids_path`; returns `(count, temporary)`."""
+def _write_ids(pieces, ids_path, dtype):
+    """Writes the ids of `pieces` into a temporary file beside `ids_path`;
+    returns `(count, temporary)`."""
     folder = os.path.dirname(ids_path)
     handle, temporary = tempfile.mkstemp(
         prefix=os.path.basename(ids_path) + ".", suffix=".partial", dir=folder
@@ -423,7 +327,7 @@ def _write_ids(tokenizer, source, ids_path, dtype):
     count = 0
     try:
         with os.fdopen(handle, "wb") as file:
-            for ids in _checked_pieces(tokenizer, source, dtype):
+            for ids in pieces:
                 file.write(ids.astype(dtype).tobytes())
                 count += int(ids.size)
     except BaseException:
@@ -433,9 +337,9 @@ def _write_ids(tokenizer, source, ids_path, dtype):
     return count, temporary
 
 
-def _checked_pieces(tokenizer, source, dtype):
-    """The ids of `source`, piece by piece, checked to fit `dtype`."""
-    for ids in _encode_pieces(tokenizer, source):
+def _checked_pieces(pieces, dtype):
+    """The ids of `pieces`, checked to fit `dtype`."""
+    for ids in pieces:
         ids = np.asarray(ids)
         if ids.size and (ids.min() < 0 or ids.max() > np.iinfo(dtype).max):
             raise CorpusError(
@@ -444,28 +348,6 @@ def _checked_pieces(tokenizer, source, dtype):
                 "vocabulary_size() is smaller than its ids."
             )
         yield ids
-
-
-def _encode_pieces(tokenizer, source):
-    if _is_plain_byte_tokenizer(tokenizer):
-        for chunk in read_chunks(source):
-            yield np.frombuffer(chunk, np.uint8)
-    elif _is_word_tokenizer(tokenizer):
-        for text, ends_line in text_chunks(source, cut="whitespace"):
-            yield _encode_words(tokenizer, text, last_line_ends=ends_line)
-    elif isinstance(tokenizer, (CharacterTokenizer,)) or isinstance(
-        tokenizer,
-        (
-            keras_hub.tokenizers.ByteTokenizer,
-            keras_hub.tokenizers.UnicodeCodepointTokenizer,
-        ),
-    ):
-        for text, _ in text_chunks(source):
-            yield encode(tokenizer, text)
-    else:
-        # Tokenizers that may merge across any cut (subwords): whole lines.
-        for text, _ in text_chunks(source, cut="whitespace"):
-            yield encode(tokenizer, text)
 
 
 def _key(payload):
@@ -508,7 +390,7 @@ def _write_json(path, value):
         raise
 
 
-def cache_entries(cache_dir=None):
+def token_cache_entries(cache_dir=None):
     """What the token cache holds, one dict per entry: `kind` (`"ids"`,
     `"vocabulary"`, `"split"` and other computed values, or
     `"unfinished"`: a temporary file of a process that was killed),
@@ -535,6 +417,10 @@ def cache_entries(cache_dir=None):
             files = [path] + [os.path.join(folder, n) for n in ids]
             claimed.update([name, *ids])
             source = meta.get("source", {})
+            more = ""
+            if isinstance(source, list):  # several files, one text
+                more = f" and {len(source) - 1} more"
+                source = source[0] if source else {}
             entries.append(
                 {
                     "kind": "ids",
@@ -547,7 +433,8 @@ def cache_entries(cache_dir=None):
                             source.get("stop"),
                             source.get("member"),
                         )
-                    ),
+                    )
+                    + more,
                     "tokens": meta.get("count"),
                 }
             )
@@ -570,7 +457,7 @@ def cache_entries(cache_dir=None):
     return entries
 
 
-def clear_cache(cache_dir=None):
+def clear_token_cache(cache_dir=None):
     """Deletes the token cache's folder and everything in it. Returns
     `(files, bytes)` deleted."""
     folder = cache_folder(cache_dir, create=False)

@@ -1,16 +1,18 @@
-"""Tokenizers for language modeling, and fast whole-corpus encoding.
+"""Tokenizers for language modeling, and a corpus's token ids.
 
-`make_tokenizer(kind, text)` builds a Keras tokenizer layer; `encode` turns
-a whole corpus into one `np.int32` array of ids; `decode` turns ids back
-into text. The tokenizers are `keras_hub.tokenizers.Tokenizer` layers, so
-they serialize with `get_config` (the word vocabulary as a keras-hub asset)
-and work inside `tf.data`:
+`make_tokenizer(kind, corpus)` builds a Keras tokenizer layer from a text
+or a corpus; `corpus_ids` gives the ids of a corpus's parts (files through
+the token cache); `encode` turns a text into one `np.int32` array of ids,
+`decode` ids back into text. The tokenizers are
+`keras_hub.tokenizers.Tokenizer` layers, so they serialize with
+`get_config` (the word vocabulary as a keras-hub asset) and work inside
+`tf.data`:
 
-- `"byte"`: `keras_txl.data.ByteTokenizer(lowercase=False)` (keras-hub's,
-  savable in a preset): the
-  UTF-8 bytes of the text, 256 ids (enwik8 in the Transformer-XL paper).
-- `"char"`: `keras_txl.data.CharacterTokenizer`: one id per distinct
-  character of `text`, in code point order (65 for tinyshakespeare).
+- `"byte"`: `keras_txl.models.ByteTokenizer(lowercase=False)` (keras-hub's,
+  savable in a preset): the UTF-8 bytes of the text, 256 ids (enwik8 in
+  the Transformer-XL paper).
+- `"char"`: `keras_txl.models.CharacterTokenizer`: one id per distinct
+  character of the text, in code point order (65 for tinyshakespeare).
 - `"word"`: `keras_hub.tokenizers.WordPieceTokenizer` over whole words:
   the text split on whitespace, as the Transformer-XL authors prepare
   WikiText-103 (punctuation is not split off: the corpus is expected to be
@@ -19,8 +21,9 @@ and work inside `tf.data`:
   appends `<eos>` at the end of every line, as the authors do; `decode`
   turns it back into a newline. The tokenizer itself takes words, not raw
   text (`tokenizer(text.split())`); `TransformerXLCausalLMPreprocessor`
-  splits text into words first (`keras_txl.models.whole_words`), so that a
-  model with it is text in, text out: `lm.generate("the quick")`.
+  splits text into words first (`split_words` of
+  `keras_txl.models.transformer_xl_tokenizer`), so that a model with it
+  is text in, text out: `lm.generate("the quick")`.
 
 Example:
 
@@ -31,17 +34,29 @@ Example:
 """
 
 import collections
+import hashlib
+import json
+import sys
+from typing import NamedTuple
 
 import keras_hub
 import numpy as np
-import tensorflow as tf
 
-from keras_txl.data.byte_tokenizer import ByteTokenizer
-from keras_txl.data.character_tokenizer import CharacterTokenizer
-from keras_txl.data.corpus_error import CorpusError
-from keras_txl.models.whole_words import END_OF_LINE_TOKEN
-from keras_txl.models.whole_words import is_whole_word_tokenizer
-from keras_txl.models.whole_words import join_words
+from keras_txl.data.text_source import Corpus
+from keras_txl.data.text_source import CorpusError
+from keras_txl.data.text_source import TextSource
+from keras_txl.data.text_source import part_sources
+from keras_txl.data.text_source import read_chunks
+from keras_txl.data.text_source import text_chunks
+from keras_txl.data.token_cache import FORMAT_VERSION
+from keras_txl.data.token_cache import cached_ids
+from keras_txl.data.token_cache import cached_json
+from keras_txl.data.token_cache import id_dtype
+from keras_txl.models import ByteTokenizer
+from keras_txl.models import CharacterTokenizer
+from keras_txl.models.transformer_xl_tokenizer import END_OF_LINE_TOKEN
+from keras_txl.models.transformer_xl_tokenizer import is_whole_word_tokenizer
+from keras_txl.models.transformer_xl_tokenizer import join_words
 from keras_txl.utils.validation import check_optional_positive_int
 
 KINDS = ("byte", "char", "word")
@@ -52,16 +67,22 @@ _MAX_WORD_BYTES = 100
 _WORDS_PER_CHUNK = 1 << 20
 
 
-def make_tokenizer(kind, text=None, vocabulary_size=None):
-    """Builds a tokenizer whose vocabulary comes from a training text.
+def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
+    """Builds a tokenizer whose vocabulary comes from a text or a corpus.
 
     Args:
         kind: `"byte"`, `"char"` or `"word"` (see the module docstring).
-        text: str. The text the vocabulary is built from (unused for
-            `"byte"`). To tokenize validation and test text without unknown
-            characters, build a `"char"` vocabulary from all splits
-            (`train + valid + test`), as the Transformer-XL authors do for
-            enwik8 and text8, or cap `vocabulary_size`.
+        corpus: what the vocabulary is counted over (unused for
+            `"byte"`): a text (`str`); a `Corpus` of
+            `keras_txl.data.load_corpus`: its three parts (as the
+            Transformer-XL authors count enwik8 and text8, so that
+            validation and test text have no unknown characters), One
+            Billion Word's training shards, or for `"word"` its own
+            `word_list`; or a list of parts. Files are read in chunks
+            (text larger than memory works) and their vocabulary is cached
+            in the token cache; each file's words are counted apart (a
+            file that does not end with whitespace does not join its last
+            word to the next one's first).
         vocabulary_size: optional int, the largest vocabulary allowed.
             `"byte"`: 256 or `None`. `"char"`: `None` keeps every character
             and makes unknown characters an error; an int keeps the
@@ -69,6 +90,7 @@ def make_tokenizer(kind, text=None, vocabulary_size=None):
             the id of every other character. `"word"`: `None` keeps every
             word; an int keeps `<unk>`, `<eos>` and the
             `vocabulary_size - 2` most frequent words.
+        cache_dir: optional token cache folder.
 
     Returns:
         A `keras_hub.tokenizers.Tokenizer`; `tokenizer.vocabulary_size()`
@@ -76,7 +98,7 @@ def make_tokenizer(kind, text=None, vocabulary_size=None):
 
     Raises:
         ValueError: unknown `kind`, or a bad `vocabulary_size`.
-        CorpusError: `text` is empty or has no words.
+        CorpusError: the text is empty or has no words.
 
     Example:
 
@@ -99,15 +121,114 @@ def make_tokenizer(kind, text=None, vocabulary_size=None):
                 f"None or 256. Received: vocabulary_size={vocabulary_size}"
             )
         return ByteTokenizer(lowercase=False)
-    if not isinstance(text, str) or not text:
+    if isinstance(corpus, Corpus):
+        if kind == "word" and corpus.word_list is not None:
+            return _word_list_tokenizer(corpus.word_list, vocabulary_size)
+        corpus = [getattr(corpus, name) for name in corpus.counted]
+    elif isinstance(corpus, TextSource):
+        corpus = [corpus]
+    if isinstance(corpus, (list, tuple)):
+        texts = [isinstance(part, str) for part in corpus]
+        if all(texts):
+            corpus = "".join(corpus)  # text in memory
+        elif any(texts):
+            raise ValueError(
+                "`corpus` must be a text, a `Corpus` or its parts, either "
+                "all text in memory or all files. Received a mix."
+            )
+        else:
+            sources = [s for part in corpus for s in part_sources(part)]
+            return _counted_tokenizer(kind, sources, vocabulary_size, cache_dir)
+    if not isinstance(corpus, str) or not corpus:
         raise CorpusError(
-            f"A {kind} tokenizer needs a non-empty training `text` for its "
-            f"vocabulary. Received: {type(text).__name__} of length "
-            f"{len(text) if isinstance(text, str) else 0}."
+            f"A {kind} tokenizer needs a non-empty training text for its "
+            f"vocabulary. Received: {type(corpus).__name__} of length "
+            f"{len(corpus) if isinstance(corpus, str) else 0}."
         )
     if kind == "char":
-        return _make_character_tokenizer(text, vocabulary_size)
-    return _make_word_tokenizer(text, vocabulary_size)
+        return _character_tokenizer(_character_counts(corpus), vocabulary_size)
+    return _word_tokenizer_from_counts(
+        collections.Counter(corpus.split()), vocabulary_size
+    )
+
+
+class CorpusIds(NamedTuple):
+    """A tokenizer and the ids of the train, validation and test parts
+    (1-D arrays: `np.memmap`s of the token cache for files)."""
+
+    tokenizer: object
+    train: np.ndarray
+    valid: np.ndarray
+    test: np.ndarray
+
+
+def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
+    """The token ids of a corpus's parts: those of a file tokenized once
+    into the token cache and memory-mapped, so a second run starts in
+    seconds and a corpus costs 1, 2 or 4 bytes per token however large it
+    is; those of a text in memory (the built-in corpus) encoded.
+
+    Args:
+        tokenizer: a tokenizer of `make_tokenizer` (or any `encode` takes).
+        corpus: a `Corpus` of `keras_txl.data.load_corpus`, or one part of
+            it (`corpus.valid`).
+        cache_dir: optional token cache folder.
+        log: optional function that prints a line when a file is
+            tokenized.
+
+    Returns:
+        For a `Corpus`, `CorpusIds(tokenizer, train, valid, test)`; for a
+        part, its 1-D ids: what `encode(tokenizer, text)` gives for its
+        text (a read-only `np.memmap` of `uint8`, `uint16` or `int32` for
+        files; empty for an empty part).
+
+    Raises:
+        CorpusError: a file cannot be read or decoded, or holds
+            characters outside a closed character vocabulary.
+
+    Example:
+
+    >>> from keras_txl.data import load_corpus
+    >>> corpus = load_corpus("builtin", valid_fraction=0.1)
+    >>> tokenizer = make_tokenizer("char", corpus)
+    >>> ids = corpus_ids(tokenizer, corpus)
+    >>> tokenizer.vocabulary_size() > 50, len(ids.valid) > 10_000
+    (True, True)
+    """
+    if isinstance(corpus, Corpus):
+        return CorpusIds(
+            tokenizer,
+            *(corpus_ids(tokenizer, part, cache_dir, log) for part in corpus),
+        )
+    if isinstance(corpus, str):
+        return encode(tokenizer, corpus)
+    return cached_ids(
+        part_sources(corpus),
+        tokenizer_fingerprint(tokenizer),
+        id_dtype(int(tokenizer.vocabulary_size())),
+        lambda source: _encode_pieces(tokenizer, source),
+        cache_dir,
+        log,
+    )
+
+
+def tokenizer_fingerprint(tokenizer):
+    """sha256 of a tokenizer's class, configuration and vocabulary: two
+    tokenizers with the same fingerprint give the same ids."""
+    config = dict(tokenizer.get_config())
+    for name in ("name", "trainable", "config_file"):
+        config.pop(name, None)
+    vocabulary = None
+    if hasattr(tokenizer, "get_vocabulary"):
+        vocabulary = list(tokenizer.get_vocabulary())
+    payload = {
+        "class": f"{type(tokenizer).__module__}.{type(tokenizer).__name__}",
+        "config": config,
+        "vocabulary": vocabulary,
+        "format": FORMAT_VERSION,
+    }
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def encode(tokenizer, text):
@@ -158,7 +279,7 @@ def encode(tokenizer, text):
         ids = _encode_words(tokenizer, text)
     else:
         ids = tokenizer.tokenize(text)
-        if isinstance(ids, tf.RaggedTensor):
+        if hasattr(ids, "flat_values"):  # a tf.RaggedTensor
             ids = ids.flat_values
         ids = np.asarray(ids).reshape(-1)
     return np.asarray(ids).astype(np.int32)
@@ -185,7 +306,7 @@ def decode(tokenizer, token_ids):
     >>> decode(tokenizer, encode(tokenizer, "the dog\\nthe cat"))
     'the dog\\nthe cat\\n'
     """
-    if isinstance(token_ids, tf.RaggedTensor):
+    if hasattr(token_ids, "flat_values"):  # a tf.RaggedTensor
         token_ids = token_ids.flat_values
     ids = np.asarray(token_ids).reshape(-1).astype(np.int64)
     if _is_plain_byte_tokenizer(tokenizer):
@@ -198,26 +319,21 @@ def decode(tokenizer, token_ids):
     if _is_word_tokenizer(tokenizer):
         return join_words(tokenizer.get_vocabulary(), ids)
     text = tokenizer.detokenize(ids)
-    if isinstance(text, tf.Tensor):
+    tf = sys.modules.get("tensorflow")  # no TensorFlow, no tf.Tensor
+    if tf is not None and isinstance(text, tf.Tensor):
         text = text.numpy()
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     return text
 
 
-def _make_character_tokenizer(text, vocabulary_size):
-    return character_tokenizer_from_counts(
-        character_counts(text), vocabulary_size
-    )
-
-
-def character_counts(text):
+def _character_counts(text):
     """Occurrences of every code point of `text` (index: code point)."""
     codepoints = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), "<u4")
     return np.bincount(codepoints)
 
 
-def character_tokenizer_from_counts(counts, vocabulary_size=None):
+def _character_tokenizer(counts, vocabulary_size=None):
     """The `"char"` tokenizer of `make_tokenizer` from code point counts
     (`character_counts`, summed over the chunks of a text)."""
     counts = np.asarray(counts)
@@ -239,13 +355,7 @@ def character_tokenizer_from_counts(counts, vocabulary_size=None):
     )
 
 
-def _make_word_tokenizer(text, vocabulary_size):
-    return word_tokenizer_from_counts(
-        collections.Counter(text.split()), vocabulary_size
-    )
-
-
-def word_tokenizer_from_counts(counts, vocabulary_size=None):
+def _word_tokenizer_from_counts(counts, vocabulary_size=None):
     """The `"word"` tokenizer of `make_tokenizer` from a `Counter` of the
     whitespace words (updated chunk by chunk, in text order, so that ties
     keep the order of first occurrence)."""
@@ -269,10 +379,72 @@ def word_tokenizer_from_counts(counts, vocabulary_size=None):
                 f"vocabulary_size={vocabulary_size}"
             )
         words = words[: vocabulary_size - len(reserved)]
-    return word_tokenizer(reserved + words)
+    return _word_tokenizer(reserved + words)
 
 
-def word_tokenizer(vocabulary):
+def _word_list_tokenizer(path, vocabulary_size):
+    """The `"word"` tokenizer of a list of words, one a line (the first
+    column), most frequent first (One Billion Word's `1b_word_vocab.txt`):
+    `<unk>`, `<eos>`, then the `vocabulary_size - 2` first words; the
+    list's own `<S>`, `</S>` and `<UNK>` are these two."""
+    reserved = [UNKNOWN_TOKEN, END_OF_LINE_TOKEN]
+    skipped = {"<S>", "</S>", "<UNK>", *reserved}
+    words = []
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            fields = line.split()
+            if fields and fields[0] not in skipped:
+                words.append(fields[0])
+    if vocabulary_size is not None:
+        words = words[: max(vocabulary_size - 2, 1)]
+    return _word_tokenizer(reserved + words)
+
+
+def _counted_tokenizer(kind, sources, vocabulary_size, cache_dir):
+    """The `kind` tokenizer of the text of `sources` (files), counted chunk
+    by chunk; its vocabulary is cached until a source changes."""
+
+    def count():
+        if kind == "char":
+            counts = np.zeros(0, np.int64)
+            for source in sources:
+                for text, _ in text_chunks(source):
+                    chunk = _character_counts(text)
+                    if len(chunk) > len(counts):
+                        counts = np.pad(counts, (0, len(chunk) - len(counts)))
+                    counts[: len(chunk)] += chunk
+            if not counts.any():
+                raise CorpusError(
+                    "A char tokenizer needs a non-empty training text for "
+                    "its vocabulary; the corpus files are empty."
+                )
+            tokenizer = _character_tokenizer(counts, vocabulary_size)
+        else:
+            counts = collections.Counter()
+            for source in sources:
+                for text, _ in text_chunks(source, cut="whitespace"):
+                    counts.update(text.split())
+            tokenizer = _word_tokenizer_from_counts(counts, vocabulary_size)
+        return {
+            "vocabulary": tokenizer.get_vocabulary(),
+            "oov_token": getattr(tokenizer, "oov_token", None),
+        }
+
+    value = cached_json(
+        "vocabulary",
+        {"kind": kind, "vocabulary_size": vocabulary_size},
+        sources,
+        count,
+        cache_dir,
+    )
+    if kind == "char":
+        return CharacterTokenizer(
+            vocabulary=value["vocabulary"], oov_token=value["oov_token"]
+        )
+    return _word_tokenizer(value["vocabulary"])
+
+
+def _word_tokenizer(vocabulary):
     """The `"word"` tokenizer of `make_tokenizer` with this vocabulary
     (`<unk>` first, then `<eos>` if lines end with it, then the words)."""
     # A space never occurs inside a whitespace-split word, so with it as
@@ -363,3 +535,28 @@ def _encode_words(tokenizer, text, last_line_ends=True):
             words = []
     chunks.append(tokenize(words))
     return np.concatenate(chunks)
+
+
+def _encode_pieces(tokenizer, source):
+    """The ids of a `TextSource`, chunk by chunk, as `encode` gives them
+    for its whole text."""
+    if _is_plain_byte_tokenizer(tokenizer):
+        for chunk in read_chunks(source):
+            yield np.frombuffer(chunk, np.uint8)
+    elif _is_word_tokenizer(tokenizer):
+        for text, ends_line in text_chunks(source, cut="whitespace"):
+            yield _encode_words(tokenizer, text, last_line_ends=ends_line)
+    elif isinstance(
+        tokenizer,
+        (
+            CharacterTokenizer,
+            keras_hub.tokenizers.ByteTokenizer,
+            keras_hub.tokenizers.UnicodeCodepointTokenizer,
+        ),
+    ):
+        for text, _ in text_chunks(source):
+            yield encode(tokenizer, text)
+    else:
+        # Tokenizers that may merge across any cut (subwords): whole lines.
+        for text, _ in text_chunks(source, cut="whitespace"):
+            yield encode(tokenizer, text)

@@ -3,6 +3,8 @@ Transformer's), the causal LM with the memory it carries between the
 batches of `fit`, `evaluate` and `predict`, its preprocessor and
 tokenizers, and `MemorySpec`, what a memory holds."""
 
+from keras_txl.models.byte_tokenizer import ByteTokenizer
+from keras_txl.models.character_tokenizer import CharacterTokenizer
 from keras_txl.models.compressive_transformer_xl_backbone import (
     CompressiveTransformerXLBackbone,
 )
@@ -15,6 +17,8 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 
 __all__ = [
+    "ByteTokenizer",
+    "CharacterTokenizer",
     "CompressiveTransformerXLBackbone",
     "MemorySpec",
     "TransformerXLBackbone",

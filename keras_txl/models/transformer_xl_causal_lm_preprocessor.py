@@ -3,12 +3,12 @@ import keras_hub
 import numpy as np
 
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_tokenizer import END_OF_LINE_TOKEN
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
-from keras_txl.models.whole_words import END_OF_LINE_TOKEN
-from keras_txl.models.whole_words import end_of_line_id
-from keras_txl.models.whole_words import is_whole_word_tokenizer
-from keras_txl.models.whole_words import join_words
-from keras_txl.models.whole_words import split_words
+from keras_txl.models.transformer_xl_tokenizer import end_of_line_id
+from keras_txl.models.transformer_xl_tokenizer import is_whole_word_tokenizer
+from keras_txl.models.transformer_xl_tokenizer import join_words
+from keras_txl.models.transformer_xl_tokenizer import split_words
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -18,7 +18,7 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
     keras-hub's `CausalLMPreprocessor` for Transformer-XL: `lm.fit(strings)`
     trains on text, `lm.generate("text")` returns text. It works with the
     word tokenizer of the WikiText-103 models (`TransformerXLTokenizer`) and
-    with `keras_txl.data.CharacterTokenizer` (or any keras-hub tokenizer):
+    with `keras_txl.models.CharacterTokenizer` (or any keras-hub tokenizer):
     the start, end and padding tokens are those the tokenizer names
     (`start_token_id`, `end_token_id`, `pad_token_id`); a tokenizer without
     them (the character tokenizer) gets none added and pads with id 0,
@@ -29,7 +29,7 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
     `split=False`) takes words, not text. Here its strings are cut into
     words at whitespace first, each line break `"\\n"` becoming `<eos>`,
     the token that ends every line of the training text (also inside
-    `tf.data`; see `keras_txl.models.whole_words`); `<eos>`, when the
+    `tf.data`; see `split_words`); `<eos>`, when the
     vocabulary has it, is the start and end token of each string, as
     with `TransformerXLTokenizer`. Generated text is the words one space
     apart, each `<eos>` a line break (the start token is dropped), as

@@ -1,3 +1,16 @@
+"""The word tokenizers: `TransformerXLTokenizer` (WikiText-103's Moses
+rules, for the released models), and what makes the `"word"` tokenizer
+of `keras_txl.data.make_tokenizer` (keras-hub's
+`WordPieceTokenizer(split=False)`, which takes words, not text) text in,
+text out for `TransformerXLCausalLMPreprocessor` and
+`keras_txl.data.encode`/`decode`: `split_words` and `join_words`.
+
+>>> split_words("the cat\\nsat", END_OF_LINE_TOKEN)
+['the', 'cat', '<eos>', 'sat']
+>>> join_words(["<unk>", "<eos>", "the", "cat"], [2, 3, 1, 2])
+'the cat\\nthe'
+"""
+
 import json
 import os
 import re
@@ -6,6 +19,7 @@ import keras
 import keras_hub
 import numpy as np
 
+from keras_txl.models.character_tokenizer import VocabularyTokenizer
 from keras_txl.utils.restricted_unpickler import restricted_loads
 
 VOCABULARY_FILE = "vocabulary.txt"
@@ -14,13 +28,21 @@ HF_VOCABULARY_FILE = "vocab.pkl"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 HF_CONFIG_FILE = "config.json"
 HF_MODEL_TYPE = "transfo-xl"
+HF_SCHEME = "hf://"
+END_OF_LINE_TOKEN = "<eos>"
+# The characters of Python's `str.isspace()`, for RE2 (whose `\s` is ASCII
+# only), so that `tf.data` splits text where `str.split()` does.
+_WHITESPACE = (
+    r"[\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
+    r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+"
+)
 # A decimal separator or a thousands separator between two digits.
 _NUMBER_SEPARATOR = re.compile(r"(?<=\d)[,.](?=\d)")
 _SPLIT_NUMBER = re.compile(r" @([,.])@ ")
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
+class TransformerXLTokenizer(VocabularyTokenizer):
     """Word-level tokenizer of the WikiText-103 Transformer-XL models.
 
     Splits text as HuggingFace's `TransfoXLTokenizer` (transformers 4.44)
@@ -47,10 +69,7 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
     The vocabulary is saved as a plain text asset (`vocabulary.txt`, one
     token per line) and the settings as JSON (`settings.json`): nothing is
     pickled. `from_preset` also reads a HuggingFace Transformer-XL folder
-    or handle (`vocab.pkl`, `tokenizer_config.json`); its `vocab.pkl` is a
-    pickle of HuggingFace's tokenizer object, read with
-    `keras_txl.utils.restricted_unpickler` (no code of the file runs, only
-    its list of symbols is kept).
+    or handle (`from_huggingface`).
 
     Requires `sacremoses` (`pip install sacremoses`, or the
     `keras-txl[pretrained]` extra) to tokenize and detokenize.
@@ -92,6 +111,8 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
     'the cat sat 1,000.'
     """
 
+    how_to_set = "Pass `vocabulary=` or load one with `from_preset()`."
+
     def __init__(
         self,
         vocabulary=None,
@@ -104,11 +125,6 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
         dtype="int32",
         **kwargs,
     ):
-        if "int" not in str(dtype):
-            raise ValueError(
-                "`dtype` must be an integer dtype such as 'int32'. "
-                f"Received: dtype={dtype!r}"
-            )
         if delimiter not in (None, ""):
             raise ValueError(
                 "`delimiter` must be None (Moses rules) or '' (one token "
@@ -141,11 +157,9 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
             None if special_tokens is None else list(special_tokens)
         )
         self._moses = None
-        self._add_special_token(end_token, "end_token")
         # keras-hub's packers read these: a stream of lines starts after an
         # `<eos>`, and the padding is masked out.
-        self._add_special_token(end_token, "start_token")
-        self._add_special_token(end_token, "pad_token")
+        self.end_token = self.start_token = self.pad_token = end_token
         self.set_vocabulary(vocabulary)
         self.file_assets = [VOCABULARY_FILE, SETTINGS_FILE]
 
@@ -156,6 +170,7 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
         with one per line, or `None`."""
         self.vocabulary = None
         self._token_to_id = None
+        self.end_token_id = self.start_token_id = self.pad_token_id = None
         if vocabulary is None:
             return
         if isinstance(vocabulary, (str, os.PathLike)):
@@ -182,11 +197,12 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
                 "`vocabulary` must not repeat a token. Received "
                 f"{len(vocabulary)} entries, {len(lookup)} distinct."
             )
-        if self.unknown_token not in lookup:
-            raise ValueError(
-                f"`unknown_token={self.unknown_token!r}` must be in the "
-                "vocabulary: it is the id of every unknown word."
-            )
+        for name in ("unknown_token", "end_token"):
+            if getattr(self, name) not in lookup:
+                raise ValueError(
+                    f"`{name}={getattr(self, name)!r}` must be in the "
+                    "vocabulary. Add it, or pass the vocabulary's token."
+                )
         self.vocabulary = vocabulary
         self._token_to_id = lookup
         self._unknown_id = lookup[self.unknown_token]
@@ -203,40 +219,20 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
         self._special_pattern = re.compile(
             "(" + "|".join(re.escape(t) for t in alternatives) + ")"
         )
-        self._update_special_token_ids()
+        self.end_token_id = lookup[self.end_token]
+        self.start_token_id = self.pad_token_id = self.end_token_id
 
-    def _check_vocabulary(self):
-        if self.vocabulary is None:
-            raise ValueError(
-                "No vocabulary has been set for TransformerXLTokenizer. Pass "
-                "`vocabulary=` or load one with `from_preset()`."
-            )
+    @property
+    def special_tokens(self):
+        """keras-hub's special tokens: `end_token` (also the start and
+        padding token)."""
+        return [self.end_token]
 
-    def get_vocabulary(self):
-        """The tokens, in id order."""
+    @property
+    def special_token_ids(self):
+        """The ids of `special_tokens`."""
         self._check_vocabulary()
-        return list(self.vocabulary)
-
-    def vocabulary_size(self):
-        """The number of tokens."""
-        self._check_vocabulary()
-        return len(self.vocabulary)
-
-    def id_to_token(self, id):
-        """The token of an id."""
-        self._check_vocabulary()
-        if not 0 <= id < len(self.vocabulary):
-            raise ValueError(
-                f"`id` must be in [0, {len(self.vocabulary)}). Received: {id}"
-            )
-        return self.vocabulary[id]
-
-    def token_to_id(self, token):
-        """The id of a token."""
-        self._check_vocabulary()
-        if token not in self._token_to_id:
-            raise ValueError(f"Token {token!r} is not in the vocabulary.")
-        return self._token_to_id[token]
+        return [self.end_token_id]
 
     # --- Splitting --------------------------------------------------------
 
@@ -313,21 +309,6 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
         return _SPLIT_NUMBER.sub(r"\1", text).strip()
 
     # --- Layer API --------------------------------------------------------
-
-    def tokenize(self, inputs):
-        self._check_vocabulary()
-        if self._use_tf_workflow():
-            return self._tokenize_tf(inputs)
-        return self._tokenize_python(inputs)
-
-    def detokenize(self, inputs):
-        self._check_vocabulary()
-        if self._use_tf_workflow():
-            return self._detokenize_tf(inputs)
-        return self._detokenize_python(inputs)
-
-    def call(self, inputs, *args, training=None, **kwargs):
-        return self.tokenize(inputs, *args, **kwargs)
 
     def _tokenize_python(self, inputs):
         if isinstance(inputs, (str, bytes)):
@@ -449,10 +430,7 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
     @classmethod
     def from_preset(cls, preset, config_file="tokenizer.json", **kwargs):
         """A tokenizer from a keras-hub preset, or from a HuggingFace
-        Transformer-XL folder or handle (`"hf://transfo-xl/transfo-xl-wt103"`:
-        its `config.json` has `model_type` `"transfo-xl"`), whose
-        `vocab.pkl` is read without `pickle.load` (see
-        `from_huggingface`)."""
+        Transformer-XL folder or handle (`from_huggingface`)."""
         if is_huggingface_transformer_xl(preset):
             return cls.from_huggingface(preset, **kwargs)
         folder = os.fspath(preset)
@@ -473,7 +451,8 @@ class TransformerXLTokenizer(keras_hub.tokenizers.Tokenizer):
 
     @classmethod
     def from_huggingface(cls, preset, **kwargs):
-        """The tokenizer of a HuggingFace Transformer-XL checkpoint.
+        """The tokenizer of a HuggingFace Transformer-XL checkpoint (its
+        `config.json` has `model_type` `"transfo-xl"`).
 
         Reads `tokenizer_config.json` (lower case, delimiter, language,
         special and added tokens) and the symbol list (`idx2sym`) of
@@ -575,11 +554,38 @@ def _to_list(inputs):
 
 
 def _preset_file(preset, name):
-    """The local path of file `name` of a preset folder or handle
-    (downloaded by keras-hub's `get_file` for `hf://` and other handles)."""
-    from keras_hub.src.utils.preset_utils import get_file
+    """The local path of file `name` of a folder, or of a `hf://` handle
+    (downloaded once by `huggingface_hub`).
 
-    return get_file(os.fspath(preset), name)
+    Raises:
+        FileNotFoundError: the folder or the repository has no `name`.
+        ValueError: `preset` is neither a folder nor a `hf://` handle.
+    """
+    preset = os.fspath(preset)
+    if preset.startswith(HF_SCHEME):
+        import huggingface_hub
+        from huggingface_hub import errors
+
+        try:
+            return huggingface_hub.hf_hub_download(
+                repo_id=preset[len(HF_SCHEME) :], filename=name
+            )
+        except errors.HFValidationError as error:
+            raise ValueError(
+                "A HuggingFace handle has the form 'hf://{org}/{model}'. "
+                f"Received: {preset!r}"
+            ) from error
+        except errors.EntryNotFoundError as error:
+            raise FileNotFoundError(f"{preset!r} has no '{name}'.") from error
+    if not os.path.isdir(preset):
+        raise ValueError(
+            "A HuggingFace Transformer-XL checkpoint is a local folder or a "
+            f"'hf://{{org}}/{{model}}' handle. Received: {preset!r}"
+        )
+    path = os.path.join(preset, name)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Folder {preset!r} has no '{name}'.")
+    return path
 
 
 def is_huggingface_transformer_xl(preset):
@@ -587,9 +593,6 @@ def is_huggingface_transformer_xl(preset):
     Transformer-XL checkpoint: its `config.json` has `model_type`
     `"transfo-xl"`. Reads (downloads, for a handle) only `config.json`."""
     if not isinstance(preset, (str, os.PathLike)):
-        return False
-    preset = os.fspath(preset)
-    if "://" not in preset and not os.path.isdir(preset):
         return False
     try:
         path = _preset_file(preset, HF_CONFIG_FILE)
@@ -603,3 +606,90 @@ def is_huggingface_transformer_xl(preset):
     return isinstance(config, dict) and config.get("model_type") == (
         HF_MODEL_TYPE
     )
+
+
+def is_whole_word_tokenizer(tokenizer):
+    """Whether `tokenizer` takes whitespace words rather than text: a
+    keras-hub `WordPieceTokenizer` with `split=False`."""
+    return (
+        isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer)
+        and not tokenizer.split
+    )
+
+
+def end_of_line_id(tokenizer):
+    """The id of `<eos>` in the vocabulary of `tokenizer`, else `None`."""
+    vocabulary = tokenizer.get_vocabulary() or []
+    if END_OF_LINE_TOKEN not in vocabulary:
+        return None
+    return vocabulary.index(END_OF_LINE_TOKEN)
+
+
+def split_words(inputs, end_of_line=None):
+    """The whitespace words of text, for a tokenizer of whole words.
+
+    Args:
+        inputs: a string, or a batch (list, NumPy array or `tf.Tensor`) of
+            strings. Strings are UTF-8 when given as bytes.
+        end_of_line: `None`, or the word (`"<eos>"`) that each `"\\n"`
+            becomes; without it a line break is whitespace like any other.
+
+    Returns:
+        For a string, its words (a list, or a 1-D `tf.Tensor` for a
+        tensor); for a batch, one row of words per string (lists, or a
+        2-D `tf.RaggedTensor` for a tensor: inside `tf.data` or a
+        `tf.function`).
+    """
+    if _is_tensorflow(inputs):
+        import tensorflow as tf
+
+        text = tf.convert_to_tensor(inputs)
+        if end_of_line is not None:
+            text = tf.strings.regex_replace(text, "\n", f" {end_of_line} ")
+        text = tf.strings.regex_replace(text, _WHITESPACE, " ")
+        return tf.strings.split(text)
+    if isinstance(inputs, np.ndarray):
+        inputs = inputs.item() if inputs.ndim == 0 else inputs.tolist()
+    if isinstance(inputs, (str, bytes)):
+        if isinstance(inputs, bytes):
+            inputs = inputs.decode("utf-8")
+        if end_of_line is not None:
+            inputs = inputs.replace("\n", f" {end_of_line} ")
+        return inputs.split()
+    if isinstance(inputs, (list, tuple)):
+        return [split_words(text, end_of_line) for text in inputs]
+    raise ValueError(
+        "A tokenizer of whole words takes a string or a batch of strings. "
+        f"Received: {type(inputs).__name__}"
+    )
+
+
+def join_words(vocabulary, token_ids):
+    """The text of word ids: words one space apart, each `<eos>` a line
+    break (the inverse of `split_words`, up to the whitespace).
+
+    Args:
+        vocabulary: list (or NumPy array) of the tokenizer's words.
+        token_ids: 1-D ids.
+
+    Returns:
+        str.
+    """
+    vocabulary = np.asarray(vocabulary, dtype=object)
+    ids = np.asarray(keras.ops.convert_to_numpy(token_ids)).reshape(-1)
+    lines = []
+    line = []
+    for word in vocabulary[ids.astype(np.int64)]:
+        if word == END_OF_LINE_TOKEN:
+            lines.append(" ".join(line) + "\n")
+            line = []
+        else:
+            line.append(word)
+    return "".join(lines) + " ".join(line)
+
+
+def _is_tensorflow(inputs):
+    """Whether `inputs` is a TensorFlow tensor (symbolic inside `tf.data`
+    or a `tf.function`, or eager), without importing TensorFlow."""
+    module = type(inputs).__module__ or ""
+    return module.startswith("tensorflow")

@@ -207,8 +207,9 @@ def _check_one_document(output, corpus, tmp_path, capsys):
         document = json.load(file)
     lm = artifacts.load_model(output)
     ids = np.asarray(
-        data.cached_token_ids(
-            artifacts.load_tokenizer(output), data.TextSource(corpus)
+        data.corpus_ids(
+            artifacts.load_tokenizer(output),
+            data.load_corpus("builtin", corpus, valid_fraction=0.0).train,
         )
     )[None]
     expected = keras.ops.convert_to_numpy(

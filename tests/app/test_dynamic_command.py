@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from keras_txl.app import artifacts
-from keras_txl.data import ByteTokenizer
+from keras_txl.models import ByteTokenizer
 from tests.tiny_models import tiny_lm
 
 REPO = os.path.dirname(

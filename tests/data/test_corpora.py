@@ -5,16 +5,15 @@ import zipfile
 import numpy as np
 import pytest
 
-from keras_txl import data
+from keras_txl.data import CORPORA
 from keras_txl.data import CorpusError
-from keras_txl.data import builtin_corpus
 from keras_txl.data import corpora
-from keras_txl.data import load_enwik8
-from keras_txl.data import load_text
-from keras_txl.data import load_text8
-from keras_txl.data import load_wikitext103
-from keras_txl.data import split_text
+from keras_txl.data import corpus_ids
+from keras_txl.data import load_corpus
+from keras_txl.data import make_tokenizer
 from keras_txl.data.corpora import HELD_OUT_SIZE
+from keras_txl.data.text_source import read_chunks
+from keras_txl.data.text_source import text_chunks
 
 # A fake enwik8 or text8: the held-out 10M bytes plus a short training part.
 FAKE_SIZE = 2 * HELD_OUT_SIZE + 1000
@@ -38,6 +37,17 @@ def _sha256(path):
     return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
 
 
+def _bytes(corpus):
+    """The bytes of each part of a corpus of files."""
+    return [b"".join(read_chunks(part)) for part in corpus]
+
+
+def _texts(corpus):
+    """The text of each part of a corpus of files, decoded as it is
+    tokenized."""
+    return ["".join(text for text, _ in text_chunks(part)) for part in corpus]
+
+
 @pytest.fixture(scope="module")
 def fake_enwik8(tmp_path_factory):
     """10M + 1000 bytes of printable ASCII, newlines and, across the
@@ -55,53 +65,67 @@ def fake_enwik8(tmp_path_factory):
     return bytes(data), folder
 
 
-def test_load_text_reads_utf8_and_other_encodings(tmp_path):
+def test_text_file_is_read_as_utf8(tmp_path):
     path = tmp_path / "corpus.txt"
-    path.write_bytes("Ça va?\n".encode("latin-1"))
-    assert load_text(path, encoding="latin-1") == "Ça va?\n"
     path.write_text("héllo\nworld", encoding="utf-8")
-    assert load_text(str(path)) == "héllo\nworld"
+    corpus = load_corpus("builtin", str(path), valid_fraction=0.0)
+    assert _texts(corpus) == ["héllo\nworld", "", ""]
 
 
-def test_load_text_errors_name_path_and_fix(tmp_path):
+def test_text_file_errors_name_path_and_fix(tmp_path):
     missing = tmp_path / "missing.txt"
     with pytest.raises(CorpusError) as excinfo:
-        load_text(missing)
+        load_corpus("builtin", missing)
     _one_line_error(excinfo, str(missing), "does not exist")
     with pytest.raises(CorpusError) as excinfo:
-        load_text(tmp_path)
+        load_corpus("builtin", tmp_path)
     _one_line_error(excinfo, str(tmp_path), "folder")
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
-    with pytest.raises(CorpusError) as excinfo:
-        load_text(empty)
-    _one_line_error(excinfo, str(empty), "empty")
+    for fraction in (0.0, 0.1):
+        with pytest.raises(CorpusError) as excinfo:
+            load_corpus("builtin", empty, fraction, cache_dir=tmp_path)
+        _one_line_error(excinfo, str(empty), "empty")
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"caf\xe9 au lait")
+    corpus = load_corpus("builtin", latin, valid_fraction=0.0)
+    byte_ids = corpus_ids(make_tokenizer("byte"), corpus.train, tmp_path)
+    assert len(byte_ids) == 12  # bytes need no decoding
     with pytest.raises(CorpusError) as excinfo:
-        load_text(latin)
-    _one_line_error(excinfo, str(latin), "utf-8", "byte 3", "encoding=")
-    with pytest.raises(CorpusError) as excinfo:
-        load_text(latin, encoding="no-such-codec")
-    _one_line_error(excinfo, "no-such-codec", str(latin))
+        corpus_ids(make_tokenizer("char", "cafe"), corpus.train, tmp_path)
+    _one_line_error(excinfo, str(latin), "utf-8", "byte 3")
     # The CLI catches it as a ValueError too.
     assert issubclass(CorpusError, ValueError)
+
+
+def test_names_options_and_their_errors(tmp_path):
+    assert tuple(CORPORA) == (
+        "builtin", "enwik8", "text8", "wikitext103", "one_billion_word",
+    )  # fmt: skip
+    assert CORPORA["enwik8"] == "byte" and CORPORA["wikitext103"] == "word"
+    with pytest.raises(ValueError, match="one_billion_word"):
+        load_corpus("lm1b")
+    with pytest.raises(ValueError, match="variant"):
+        load_corpus("enwik8", tmp_path, variant="raw")
+    with pytest.raises(CorpusError, match="path="):
+        load_corpus("one_billion_word")
 
 
 def test_builtin_corpus_is_sorted_topics_and_deterministic():
     from pydoc_data import topics
 
-    text = builtin_corpus()
+    text = load_corpus("builtin", valid_fraction=0.0).train
     assert len(text) > 100_000
     first = sorted(topics.topics)[0]
     assert text.startswith(topics.topics[first])
-    builtin_corpus.cache_clear()
-    assert builtin_corpus() == text
+    corpora._builtin_text.cache_clear()
+    assert load_corpus("builtin", valid_fraction=0.0).train == text
     expected = "\n\n".join(topics.topics[k] for k in sorted(topics.topics))
     assert text == expected
 
 
-def test_split_text_is_contiguous_tail_split():
+def test_split_is_contiguous_tail_split():
+    split_text = corpora._split_text
     text = "".join(chr(ord("a") + i % 26) for i in range(1000))
     train, valid, test = split_text(
         text, valid_fraction=0.1, test_fraction=0.05
@@ -109,12 +133,17 @@ def test_split_text_is_contiguous_tail_split():
     assert (len(train), len(valid), len(test)) == (850, 100, 50)
     assert train + valid + test == text
     assert valid == text[850:950]
-    assert split_text(text, 0.1, 0.05) == (train, valid, test)
+    assert tuple(split_text(text, 0.1, 0.05)) == (train, valid, test)
     no_test = split_text(text, 0.2, 0.0)
     assert no_test.test == "" and no_test.valid == text[800:]
+    builtin = load_corpus("builtin", valid_fraction=0.0).train
+    assert load_corpus("builtin", None, 0.1, 0.05) == split_text(
+        builtin, 0.1, 0.05
+    )
 
 
-def test_split_text_errors():
+def test_split_errors(tmp_path):
+    split_text = corpora._split_text
     with pytest.raises(ValueError, match="valid_fraction"):
         split_text("abc", valid_fraction=1.5, test_fraction=0.0)
     with pytest.raises(ValueError, match="below 1"):
@@ -122,10 +151,19 @@ def test_split_text_errors():
     with pytest.raises(CorpusError) as excinfo:
         split_text("abc", valid_fraction=0.1, test_fraction=0.1)
     _one_line_error(excinfo, "3 characters", "valid_fraction=0.1")
+    with pytest.raises(ValueError, match="below 1"):
+        load_corpus("builtin", valid_fraction=0.5, test_fraction=0.5)
+    path = tmp_path / "abc.txt"
+    path.write_text("abc")
+    with pytest.raises(CorpusError) as excinfo:
+        load_corpus("builtin", path, 0.1, 0.1, cache_dir=tmp_path)
+    _one_line_error(excinfo, "3 characters", "valid_fraction=0.1")
+    with pytest.raises(ValueError, match="valid_fraction"):
+        load_corpus("builtin", path, valid_fraction=1.5)
 
 
 def _assert_held_out_split(splits, data):
-    raw = [s.encode("utf-8", "surrogateescape") for s in splits]
+    raw = _bytes(splits)
     assert raw[0] == data[: -2 * HELD_OUT_SIZE]
     assert raw[1] == data[-2 * HELD_OUT_SIZE : -HELD_OUT_SIZE]
     assert raw[2] == data[-HELD_OUT_SIZE:]
@@ -136,75 +174,82 @@ def _no_download(*args):
     raise AssertionError("a loader given `path` must not download")
 
 
-def test_load_enwik8_from_file_zip_and_folders(fake_enwik8, monkeypatch):
+def test_enwik8_from_file_zip_and_folders(fake_enwik8, monkeypatch):
     monkeypatch.setattr(corpora, "_download", _no_download)
     data, folder = fake_enwik8
-    splits = load_enwik8(path=folder / "enwik8")
+    splits = load_corpus("enwik8", folder / "enwik8")
     _assert_held_out_split(splits, data)
     # The 2-byte character cut by the split survives as escaped bytes.
-    assert splits.train.endswith("\udcc3")
-    assert load_enwik8(path=folder / "zipped" / "enwik8.zip") == splits
-    assert load_enwik8(path=folder / "zipped") == splits
-    assert load_enwik8(path=str(folder)) == splits
+    assert _texts(splits)[0].endswith("\udcc3")
+    for path in (folder / "zipped" / "enwik8.zip", folder / "zipped"):
+        assert _bytes(load_corpus("enwik8", path)) == _bytes(splits)
+    assert load_corpus("enwik8", str(folder)) == splits
 
 
-def test_load_enwik8_download_checks_checksum(fake_enwik8, tmp_path):
+def test_enwik8_download_checks_checksum(fake_enwik8, tmp_path):
     _, folder = fake_enwik8
     archive = folder / "zipped" / "enwik8.zip"
     origin = archive.as_uri()  # a file:// URL: no network
-    splits = load_enwik8(
-        cache_dir=tmp_path, origin=origin, file_hash=_sha256(archive)
+    splits = load_corpus(
+        "enwik8",
+        download_dir=tmp_path,
+        origin=origin,
+        file_hash=_sha256(archive),
     )
-    assert splits == load_enwik8(path=archive)
+    assert _bytes(splits) == _bytes(load_corpus("enwik8", archive))
     assert (tmp_path / "datasets" / "enwik8.zip").is_file()
     with pytest.raises(CorpusError) as excinfo:
-        load_enwik8(
-            cache_dir=tmp_path / "other", origin=origin, file_hash="0" * 64
+        load_corpus(
+            "enwik8",
+            download_dir=tmp_path / "other",
+            origin=origin,
+            file_hash="0" * 64,
         )
     _one_line_error(excinfo, "checksum", origin, "path=")
 
 
-def test_load_enwik8_errors(tmp_path):
+def test_enwik8_errors(tmp_path):
     short = tmp_path / "enwik8"
     short.write_bytes(b"x" * 1000)
     with pytest.raises(CorpusError) as excinfo:
-        load_enwik8(path=short)
+        load_corpus("enwik8", short)
     _one_line_error(excinfo, "1,000 bytes", "100,000,000")
     empty_folder = tmp_path / "empty"
     empty_folder.mkdir()
     with pytest.raises(CorpusError) as excinfo:
-        load_enwik8(path=empty_folder)
+        load_corpus("enwik8", empty_folder)
     _one_line_error(excinfo, str(empty_folder), "enwik8.zip")
     wrong_zip = _write_zip(tmp_path / "wrong.zip", {"other": b"data"})
     with pytest.raises(CorpusError) as excinfo:
-        load_enwik8(path=wrong_zip)
+        load_corpus("enwik8", wrong_zip)
     _one_line_error(excinfo, str(wrong_zip), "enwik8")
     with pytest.raises(CorpusError, match="Could not download"):
-        load_enwik8(
-            cache_dir=tmp_path,
+        load_corpus(
+            "enwik8",
+            download_dir=tmp_path,
             origin=(tmp_path / "nowhere.zip").as_uri(),
             file_hash=None,
         )
 
 
-def test_load_text8_splits_and_alphabet_check(tmp_path, monkeypatch):
+def test_text8_splits_and_alphabet_check(tmp_path, monkeypatch):
     monkeypatch.setattr(corpora, "_download", _no_download)
     rng = np.random.default_rng(1)
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz ", np.uint8)
     data = alphabet[rng.integers(0, 27, FAKE_SIZE)].tobytes()
     archive = _write_zip(tmp_path / "text8.zip", {"text8": data})
-    splits = load_text8(path=archive)
+    splits = load_corpus("text8", archive, cache_dir=tmp_path)
     _assert_held_out_split(splits, data)
-    assert load_text8(path=tmp_path) == splits  # folder with text8.zip
+    assert load_corpus("text8", tmp_path, cache_dir=tmp_path) == splits
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "text8").write_bytes(data[:-1] + b"X")
     with pytest.raises(CorpusError, match="not the text8 corpus"):
-        load_text8(path=bad)
+        load_corpus("text8", bad, cache_dir=tmp_path)
 
 
 @pytest.mark.parametrize("variant", ["tokens", "raw"])
-def test_load_wikitext103_from_folder_and_zip(tmp_path, variant):
+def test_wikitext103_from_folder_and_zip(tmp_path, variant):
     texts = {
         "train": " = Valkyria = \n the <unk> game \n",
         "valid": " = Homarus = \n",
@@ -217,47 +262,42 @@ def test_load_wikitext103_from_folder_and_zip(tmp_path, variant):
         for split, text in texts.items()
     }
     archive = _write_zip(tmp_path / f"{variant}.zip", members)
-    splits = load_wikitext103(path=archive, variant=variant)
-    assert splits == (texts["train"], texts["valid"], texts["test"])
+    splits = _texts(load_corpus("wikitext103", archive, variant=variant))
+    assert splits == [texts["train"], texts["valid"], texts["test"]]
     with zipfile.ZipFile(archive) as opened:
         opened.extractall(tmp_path / "extracted")
-    assert (
-        load_wikitext103(path=tmp_path / "extracted", variant=variant) == splits
-    )
-    assert (
-        load_wikitext103(
-            path=tmp_path / "extracted" / subfolder, variant=variant
-        )
-        == splits
-    )
-    downloaded = load_wikitext103(
+    for path in (tmp_path / "extracted", tmp_path / "extracted" / subfolder):
+        corpus = load_corpus("wikitext103", path, variant=variant)
+        assert _texts(corpus) == splits
+    downloaded = load_corpus(
+        "wikitext103",
         variant=variant,
-        cache_dir=tmp_path / "cache",
+        download_dir=tmp_path / "cache",
         origin=archive.as_uri(),
         file_hash=_sha256(archive),
     )
-    assert downloaded == splits
+    assert _texts(downloaded) == splits
 
 
-def test_load_wikitext103_errors(tmp_path):
+def test_wikitext103_errors(tmp_path):
     with pytest.raises(ValueError, match="variant"):
-        load_wikitext103(path=tmp_path, variant="bpe")
+        load_corpus("wikitext103", tmp_path, variant="bpe")
     (tmp_path / "wiki.train.tokens").write_text("a\n")
     with pytest.raises(CorpusError) as excinfo:
-        load_wikitext103(path=tmp_path)
+        load_corpus("wikitext103", tmp_path)
     _one_line_error(excinfo, "wiki.valid.tokens", str(tmp_path))
     archive = _write_zip(tmp_path / "w.zip", {"wiki.train.raw": b"a"})
     with pytest.raises(CorpusError) as excinfo:
-        load_wikitext103(path=archive, variant="raw")
+        load_corpus("wikitext103", archive, variant="raw")
     _one_line_error(excinfo, "wiki.valid.raw", "wiki.test.raw")
     not_zip = tmp_path / "notzip.zip"
     not_zip.write_bytes(b"plain text")
     with pytest.raises(CorpusError, match="zip archive"):
-        load_wikitext103(path=not_zip)
+        load_corpus("wikitext103", not_zip)
 
 
 @pytest.mark.parametrize("variant", ["tokens", "raw"])
-def test_load_wikitext103_from_hugging_face_parquet(tmp_path, variant):
+def test_wikitext103_from_hugging_face_parquet(tmp_path, variant):
     """The layout of `Salesforce/wikitext` on the Hugging Face hub: one
     row per line of the original files, blank lines as empty rows."""
     import pyarrow
@@ -278,9 +318,9 @@ def test_load_wikitext103_from_hugging_face_parquet(tmp_path, variant):
             name = f"{split}-{number:05d}-of-{len(shards):05d}.parquet"
             table = pyarrow.table({"text": shard})
             parquet.write_table(table, folder / name)
-    expected = (texts["train"], texts["validation"], texts["test"])
-    assert load_wikitext103(path=tmp_path, variant=variant) == expected
-    assert load_wikitext103(path=folder, variant=variant) == expected
-    sources = data.wikitext103_sources(path=tmp_path, variant=variant)
-    assert [s.member for s in sources] == [None] * 3
-    assert [open(s.path).read() for s in sources] == list(expected)
+    expected = [texts["train"], texts["validation"], texts["test"]]
+    for path in (tmp_path, folder):
+        corpus = load_corpus("wikitext103", path, variant=variant)
+        assert _texts(corpus) == expected
+    assert [s.member for s in corpus] == [None] * 3
+    assert [open(s.path).read() for s in corpus] == expected

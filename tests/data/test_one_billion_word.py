@@ -2,17 +2,17 @@ import numpy as np
 import pytest
 
 from keras_txl.data import CorpusError
-from keras_txl.data import cached_token_ids
+from keras_txl.data import corpus_ids
 from keras_txl.data import encode
+from keras_txl.data import load_corpus
+from keras_txl.data import make_tokenizer
+from keras_txl.data import one_billion_word_dataset
 from keras_txl.data import segment_dataset
 from keras_txl.data.one_billion_word import ARCHIVE_FOLDER
 from keras_txl.data.one_billion_word import HELDOUT_FILE
 from keras_txl.data.one_billion_word import HELDOUT_FOLDER
 from keras_txl.data.one_billion_word import TRAIN_FOLDER
-from keras_txl.data.one_billion_word import one_billion_word_dataset
-from keras_txl.data.one_billion_word import one_billion_word_files
-from keras_txl.data.one_billion_word import one_billion_word_tokenizer
-from keras_txl.data.one_billion_word import shuffled_sentences
+from keras_txl.data.one_billion_word import _shuffled_sentences
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -41,31 +41,43 @@ def fake_layout(tmp_path):
     return tmp_path, shards, heldout
 
 
+def _load(path):
+    return load_corpus("one_billion_word", path)
+
+
 def test_files_and_tokenizers(fake_layout, tmp_path):
     path, shards, _ = fake_layout
-    files = one_billion_word_files(path)
-    assert one_billion_word_files(path / ARCHIVE_FOLDER) == files
+    files = _load(path)
+    assert _load(path / ARCHIVE_FOLDER) == files
     assert [s.path.rsplit("/", 1)[1] for s in files.train] == list(shards)
-    assert files.vocabulary is None
-    counted = one_billion_word_tokenizer(files, cache_dir=tmp_path)
+    assert files.valid == files.test and files.valid.path.endswith(HELDOUT_FILE)
+    assert files.word_list is None
+    with open(files.valid.path, "a") as file:
+        file.write("heldout_only w1\n")
+    counted = make_tokenizer("word", files, cache_dir=tmp_path)
     vocabulary = counted.get_vocabulary()
     assert vocabulary[:2] == ["<unk>", "<eos>"]
     assert set(vocabulary[2:]) <= set(WORDS)
+    # Counted over the training shards alone, as the authors do: a word
+    # of the held-out shard only is not in it.
+    assert "heldout_only" not in vocabulary
     # The benchmark's vocabulary file: first column, its own specials out.
     (path / "1b_word_vocab.txt").write_text(
         "<S> 9\n</S> 9\n<UNK> 9\nw3 5\nw1 4\n"
     )
-    files = one_billion_word_files(path)
-    tokenizer = one_billion_word_tokenizer(files)
+    files = _load(path)
+    tokenizer = make_tokenizer("word", files)
     assert tokenizer.get_vocabulary() == ["<unk>", "<eos>", "w3", "w1"]
     assert encode(tokenizer, "w1 w2 w3\n").tolist() == [3, 0, 2, 1]
+    capped = make_tokenizer("word", files, vocabulary_size=3)
+    assert capped.get_vocabulary() == ["<unk>", "<eos>", "w3"]
     with pytest.raises(CorpusError, match="One Billion Word layout"):
-        one_billion_word_files(tmp_path / "nowhere")
+        _load(tmp_path / "nowhere")
 
 
 def test_shuffled_sentences_keeps_sentences_whole():
     ids = np.array([5, 6, 1, 7, 1, 8, 9, 9, 1, 4, 1])
-    out = shuffled_sentences(ids, 1, np.random.default_rng(3))
+    out = _shuffled_sentences(ids, 1, np.random.default_rng(3))
     pieces = sorted(
         tuple(p) for p in np.split(out, np.flatnonzero(out == 1) + 1) if len(p)
     )
@@ -74,8 +86,8 @@ def test_shuffled_sentences_keeps_sentences_whole():
 
 def test_dataset_reads_shuffled_whole_sentences(fake_layout, tmp_path):
     path, shards, _ = fake_layout
-    files = one_billion_word_files(path)
-    tokenizer = one_billion_word_tokenizer(files, cache_dir=tmp_path)
+    files = _load(path)
+    tokenizer = make_tokenizer("word", files, cache_dir=tmp_path)
     eos = tokenizer.token_to_id("<eos>")
     known = {
         tuple(encode(tokenizer, line + "\n"))
@@ -113,8 +125,8 @@ def test_trains_through_the_adaptive_softmax(fake_layout, tmp_path):
     from tests.tiny_models import tiny_lm
 
     path, _, heldout = fake_layout
-    files = one_billion_word_files(path)
-    tokenizer = one_billion_word_tokenizer(files, cache_dir=tmp_path)
+    files = _load(path)
+    tokenizer = make_tokenizer("word", files, cache_dir=tmp_path)
     size = int(tokenizer.vocabulary_size())
     lm = tiny_lm(
         seed=None,
@@ -131,7 +143,7 @@ def test_trains_through_the_adaptive_softmax(fake_layout, tmp_path):
     )
     history = lm.fit(train.take(3), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][-1])
-    valid = cached_token_ids(tokenizer, files.heldout, tmp_path)
+    valid = corpus_ids(tokenizer, files.valid, tmp_path)
     assert len(valid) == sum(len(line.split()) + 1 for line in heldout)
     logs = lm.with_memory_length(16).evaluate(
         segment_dataset(valid, 2, 8, vocabulary_size=size),
@@ -139,3 +151,17 @@ def test_trains_through_the_adaptive_softmax(fake_layout, tmp_path):
         return_dict=True,
     )
     assert 0 < logs["loss"] < 2 * np.log(size)
+
+
+def test_read_as_every_corpus_is(fake_layout, tmp_path):
+    """`keras-txl train --dataset one_billion_word`: the shards one after
+    the other, in the benchmark's order, as one training text."""
+    path, shards, heldout = fake_layout
+    corpus = _load(path)
+    tokenizer = make_tokenizer("word", corpus, cache_dir=tmp_path)
+    ids = corpus_ids(tokenizer, corpus, tmp_path)
+    text = "".join("\n".join(lines) + "\n" for lines in shards.values())
+    np.testing.assert_array_equal(ids.train, encode(tokenizer, text))
+    expected = encode(tokenizer, "\n".join(heldout) + "\n")
+    np.testing.assert_array_equal(ids.valid, expected)
+    np.testing.assert_array_equal(ids.test, expected)

@@ -7,8 +7,8 @@ import tensorflow as tf
 from keras_txl.data import encode
 from keras_txl.data import make_tokenizer
 from keras_txl.data import segment_dataset
+from keras_txl.data import text_segment_dataset
 from keras_txl.data.text_pipeline import text_ids_fn
-from keras_txl.data.text_pipeline import text_segment_dataset
 
 CORPUS = os.path.join(
     os.path.dirname(__file__), "..", "..", "data", "tinyshakespeare.txt"

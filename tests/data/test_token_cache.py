@@ -5,20 +5,19 @@ import numpy as np
 import pytest
 
 from keras_txl.data import CorpusError
-from keras_txl.data import TextSource
-from keras_txl.data import build_tokenizer
-from keras_txl.data import cached_token_ids
+from keras_txl.data import corpus_ids
 from keras_txl.data import encode
-from keras_txl.data import enwik8_sources
-from keras_txl.data import load_enwik8
+from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
 from keras_txl.data import segment_dataset
-from keras_txl.data import split_text
-from keras_txl.data import text_file_sources
 from keras_txl.data import text_source
-from keras_txl.data import token_cache
+from keras_txl.data import token_cache_entries
+from keras_txl.data import tokenization
 from keras_txl.data.corpora import HELD_OUT_SIZE
-from keras_txl.data.token_cache import tokenizer_fingerprint
+from keras_txl.data.corpora import _split_text
+from keras_txl.data.text_source import TextSource
+from keras_txl.data.text_source import text_chunks
+from keras_txl.data.tokenization import tokenizer_fingerprint
 
 CORPUS = os.path.join(
     os.path.dirname(__file__), "..", "..", "data", "tinyshakespeare.txt"
@@ -49,21 +48,23 @@ def test_cache_gives_the_ids_of_encode(tmp_path, small_chunks, kind, text):
     else:
         text = ODD_TEXT
     source = TextSource(_write(tmp_path, text))
-    tokenizer = build_tokenizer(kind, [source], cache_dir=tmp_path)
+    tokenizer = make_tokenizer(kind, [source], cache_dir=tmp_path)
     reference = make_tokenizer(kind, text)
     assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(reference)
     built = []
-    ids = cached_token_ids(tokenizer, source, tmp_path, log=built.append)
+    ids = corpus_ids(tokenizer, source, tmp_path, log=built.append)
     assert isinstance(ids, np.memmap) and len(built) == 1
     expected = encode(reference, text)
     np.testing.assert_array_equal(ids, expected)
     size = reference.vocabulary_size()
     assert ids.dtype == (np.uint8 if size <= 256 else np.uint16)
-    again = cached_token_ids(tokenizer, source, tmp_path, log=built.append)
+    again = corpus_ids(tokenizer, source, tmp_path, log=built.append)
     assert len(built) == 1  # read from the cache, not tokenized again
     np.testing.assert_array_equal(again, expected)
     # The vocabulary is cached too.
-    rebuilt = build_tokenizer(kind, [source], cache_dir=tmp_path)
+    kinds = [entry["kind"] for entry in token_cache_entries(tmp_path)]
+    assert kinds.count("vocabulary") == (kind != "byte")
+    rebuilt = make_tokenizer(kind, [source], cache_dir=tmp_path)
     assert tokenizer_fingerprint(rebuilt) == tokenizer_fingerprint(reference)
 
 
@@ -72,27 +73,27 @@ def test_stale_cache_and_other_tokenizer_rebuild(tmp_path):
     source = TextSource(path)
     tokenizer = make_tokenizer("char", "abc\n")
     built = []
-    first = cached_token_ids(tokenizer, source, tmp_path, log=built.append)
+    first = corpus_ids(tokenizer, source, tmp_path, log=built.append)
     assert first.tolist() == [1, 2, 3, 1, 2, 3, 0]
     _write(tmp_path, "cba\n")  # another size: the cache is stale
-    second = cached_token_ids(tokenizer, source, tmp_path, log=built.append)
+    second = corpus_ids(tokenizer, source, tmp_path, log=built.append)
     assert second.tolist() == [3, 2, 1, 0] and len(built) == 2
     other = make_tokenizer("char", "dcba\n")
     assert other.vocabulary_size() == 5
-    third = cached_token_ids(other, source, tmp_path, log=built.append)
+    third = corpus_ids(other, source, tmp_path, log=built.append)
     assert len(built) == 3
     assert third.tolist() == encode(other, "cba\n").tolist()
     # Same size, other content, other modification time: rebuilt too.
     _write(tmp_path, "aaa\n")
     os.utime(path, ns=(0, 10**9))
-    fourth = cached_token_ids(tokenizer, source, tmp_path, log=built.append)
+    fourth = corpus_ids(tokenizer, source, tmp_path, log=built.append)
     assert fourth.tolist() == [1, 1, 1, 0] and len(built) == 4
 
 
 def test_killed_tokenization_leaves_nothing_trusted(tmp_path, monkeypatch):
     path = _write(tmp_path, "abc" * 1000)
     tokenizer = make_tokenizer("char", "abc")
-    real = token_cache._encode_pieces
+    real = tokenization._encode_pieces
 
     def dies_midway(tokenizer, source):
         pieces = real(tokenizer, source)
@@ -100,48 +101,55 @@ def test_killed_tokenization_leaves_nothing_trusted(tmp_path, monkeypatch):
         raise KeyboardInterrupt  # as a run killed while tokenizing
 
     monkeypatch.setattr(text_source, "CHUNK_BYTES", 100)
-    monkeypatch.setattr(token_cache, "_encode_pieces", dies_midway)
+    monkeypatch.setattr(tokenization, "_encode_pieces", dies_midway)
     with pytest.raises(KeyboardInterrupt):
-        cached_token_ids(tokenizer, TextSource(path), tmp_path)
+        corpus_ids(tokenizer, TextSource(path), tmp_path)
     left = [name for name in os.listdir(tmp_path) if name != "corpus.txt"]
     assert not any(name.endswith((".ids", ".partial")) for name in left)
-    monkeypatch.setattr(token_cache, "_encode_pieces", real)
+    monkeypatch.setattr(tokenization, "_encode_pieces", real)
     built = []
-    ids = cached_token_ids(tokenizer, TextSource(path), tmp_path, built.append)
+    ids = corpus_ids(tokenizer, TextSource(path), tmp_path, built.append)
     assert len(ids) == 3000 and len(built) == 1
 
 
-def test_text_file_sources_split_as_split_text(tmp_path, small_chunks):
+def test_text_file_splits_as_text_in_memory(tmp_path, small_chunks):
     text = ODD_TEXT * 7
     path = _write(tmp_path, text)
-    splits = text_file_sources(path, 0.1, 0.2, cache_dir=tmp_path)
-    expected = split_text(text, 0.1, 0.2)
+    splits = load_corpus("builtin", path, 0.1, 0.2, cache_dir=tmp_path)
+    expected = _split_text(text, 0.1, 0.2)
     tokenizer = make_tokenizer("char", text)
     for source, part in zip(splits, expected):
-        ids = cached_token_ids(tokenizer, source, tmp_path)
+        ids = corpus_ids(tokenizer, source, tmp_path)
         np.testing.assert_array_equal(ids, encode(tokenizer, part))
     with pytest.raises(CorpusError, match="empty"):
-        text_file_sources(_write(tmp_path, "", "empty.txt"), 0.1, 0.0)
+        load_corpus("builtin", _write(tmp_path, "", "empty.txt"), 0.1)
 
 
-def test_enwik8_sources_from_zip_and_file(tmp_path, small_chunks):
+def test_enwik8_ids_from_zip_and_file(tmp_path, small_chunks):
     rng = np.random.default_rng(0)
     data = rng.integers(0, 256, 2 * HELD_OUT_SIZE + 3000, np.uint8).tobytes()
     (tmp_path / "enwik8").write_bytes(data)
     with zipfile.ZipFile(tmp_path / "enwik8.zip", "w") as archive:
         archive.writestr("enwik8", data)
-    expected = load_enwik8(path=tmp_path / "enwik8")
+    expected = [
+        part.decode("utf-8", "surrogateescape")
+        for part in (
+            data[: -2 * HELD_OUT_SIZE],
+            data[-2 * HELD_OUT_SIZE : -HELD_OUT_SIZE],
+            data[-HELD_OUT_SIZE:],
+        )
+    ]
     byte = make_tokenizer("byte")
     for path in (tmp_path / "enwik8.zip", tmp_path / "enwik8"):
-        sources = enwik8_sources(path=path)
+        sources = load_corpus("enwik8", path)
         for source, part in zip(sources, expected):
-            ids = cached_token_ids(byte, source, tmp_path)
+            ids = corpus_ids(byte, source, tmp_path)
             np.testing.assert_array_equal(ids, encode(byte, part))
     # A character vocabulary of the bytes decoded with surrogateescape.
-    sources = enwik8_sources(path=tmp_path / "enwik8")
-    char = build_tokenizer("char", sources, cache_dir=tmp_path)
-    ids = cached_token_ids(char, sources.valid, tmp_path)
-    np.testing.assert_array_equal(ids, encode(char, expected.valid))
+    sources = load_corpus("enwik8", tmp_path / "enwik8")
+    char = make_tokenizer("char", sources, cache_dir=tmp_path)
+    ids = corpus_ids(char, sources.valid, tmp_path)
+    np.testing.assert_array_equal(ids, encode(char, expected[1]))
 
 
 @pytest.mark.parametrize("drop_remainder", [True, False])
@@ -172,20 +180,51 @@ def test_segments_of_a_memmap_equal_those_of_the_array(
 
 
 def test_second_load_reads_the_cache(tmp_path):
-    from keras_txl.data import load_corpus_ids
-
     fake = np.frombuffer(b"fake enwik8 text\n", np.uint8)
     data = np.resize(fake, 2 * HELD_OUT_SIZE + 5000).tobytes()
     (tmp_path / "enwik8").write_bytes(data)
     built = []
-    first = load_corpus_ids(
-        "enwik8", tmp_path, "byte", cache_dir=tmp_path, log=built.append
-    )
+
+    def load():
+        corpus = load_corpus("enwik8", tmp_path, cache_dir=tmp_path)
+        tokenizer = make_tokenizer("byte", corpus, cache_dir=tmp_path)
+        return corpus_ids(tokenizer, corpus, tmp_path, log=built.append)
+
+    first = load()
     assert len(built) == 3  # train, valid, test
-    second = load_corpus_ids(
-        "enwik8", tmp_path, "byte", cache_dir=tmp_path, log=built.append
-    )
+    second = load()
     assert len(built) == 3  # nothing tokenized again
     assert [len(part) for part in second[1:]] == [5000, *[HELD_OUT_SIZE] * 2]
     assert all(isinstance(part, np.memmap) for part in second[1:])
     np.testing.assert_array_equal(first.train, second.train)
+
+
+def test_parts_of_several_files_and_of_text(tmp_path, small_chunks):
+    """A part of several files (One Billion Word's training shards) is one
+    text, cached once; a text in memory (the built-in corpus) is encoded,
+    nothing cached."""
+    texts = [ODD_TEXT, "abc\n" * 400, "x y z\n"]
+    sources = tuple(
+        TextSource(_write(tmp_path, text, f"{i}.txt"))
+        for i, text in enumerate(texts)
+    )
+    for kind in ("char", "word"):
+        tokenizer = make_tokenizer(kind, [sources], cache_dir=tmp_path)
+        built = []
+        ids = corpus_ids(tokenizer, sources, tmp_path, built.append)
+        again = corpus_ids(tokenizer, sources, tmp_path, built.append)
+        assert len(built) == 1 and "and 2 more" in built[0]
+        expected = np.concatenate([encode(tokenizer, t) for t in texts])
+        np.testing.assert_array_equal(ids, expected)
+        np.testing.assert_array_equal(again, expected)
+    entries = [e for e in token_cache_entries(tmp_path) if e["kind"] == "ids"]
+    assert all("and 2 more" in entry["source"] for entry in entries)
+    assert len(entries) == 2
+    tokenizer = make_tokenizer("char", "".join(texts))
+    np.testing.assert_array_equal(
+        corpus_ids(tokenizer, texts[1]), encode(tokenizer, texts[1])
+    )
+    kinds = sorted(e["kind"] for e in token_cache_entries(tmp_path))
+    assert kinds == ["ids"] * 2 + ["other"] * 3 + ["vocabulary"] * 2
+    chunks = "".join(text for text, _ in text_chunks(sources[0]))
+    assert chunks == ODD_TEXT

@@ -3,12 +3,12 @@ import keras_hub
 import numpy as np
 import pytest
 
-from keras_txl.data import CharacterTokenizer
 from keras_txl.data import CorpusError
 from keras_txl.data import decode
 from keras_txl.data import encode
-from keras_txl.data import load_text
+from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
+from keras_txl.models import CharacterTokenizer
 from tests.test_case import DATA
 
 SHAKESPEARE = DATA / "tinyshakespeare.txt"
@@ -50,7 +50,7 @@ def _reload_through_keras_file(tokenizer, tmp_path):
 
 @pytest.fixture(scope="module")
 def shakespeare():
-    return load_text(SHAKESPEARE)
+    return SHAKESPEARE.read_text(encoding="utf-8")
 
 
 def test_shakespeare_char_and_byte_round_trip(shakespeare):
@@ -171,18 +171,17 @@ def test_saved_tokenizer_gives_identical_ids(kind, tmp_path):
     assert restored.vocabulary_size() == tokenizer.vocabulary_size()
 
 
-def test_byte_tokenizer_decodes_whole_characters_only():
-    """Text cut anywhere in its bytes (as a byte-level model writes it)
-    detokenizes to whole characters: an incomplete one at the end is held
-    back, never U+FFFD; an invalid byte elsewhere is U+FFFD."""
-    tokenizer = make_tokenizer("byte")
-    text = "नमस्ते 你好 déjà vu"
-    data = text.encode("utf-8")
-    for end in range(len(data) + 1):
-        decoded = tokenizer.detokenize(list(data[:end]))
-        assert "\ufffd" not in decoded and text.startswith(decoded), end
-        assert len(data[:end]) - len(decoded.encode("utf-8")) < 4
-    # A batch, padded with zeros.
-    rows = np.array([list(data[:4]), list(data[:2]) + [0, 0]])
-    assert tokenizer.detokenize(rows) == ["न", ""]
-    assert tokenizer.detokenize([104, 255, 105]) == "h\ufffdi"
+def test_factory_takes_a_text_a_corpus_or_its_parts(tmp_path):
+    corpus = load_corpus("builtin", None, 0.1, 0.05)
+    text = "".join(corpus)
+    for kind in ("char", "word"):
+        expected = make_tokenizer(kind, text).get_vocabulary()
+        assert make_tokenizer(kind, corpus).get_vocabulary() == expected
+        assert make_tokenizer(kind, list(corpus)).get_vocabulary() == expected
+    path = tmp_path / "corpus.txt"
+    path.write_text(text[:5000], encoding="utf-8")
+    files = load_corpus("builtin", path, 0.1, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="mix"):
+        make_tokenizer("char", [files.train, "abc"], cache_dir=tmp_path)
+    with pytest.raises(CorpusError, match="non-empty"):
+        make_tokenizer("char", [])

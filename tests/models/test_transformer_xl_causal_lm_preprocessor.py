@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_txl.data import CharacterTokenizer
 from keras_txl.data import make_tokenizer
+from keras_txl.models import CharacterTokenizer
 from keras_txl.models import TransformerXLCausalLMPreprocessor
 from keras_txl.models import TransformerXLTokenizer
 from tests.tiny_models import tokenizer_lm

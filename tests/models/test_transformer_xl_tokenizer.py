@@ -9,6 +9,9 @@ import pytest
 import tensorflow as tf
 
 from keras_txl.models import TransformerXLTokenizer
+from keras_txl.models.transformer_xl_tokenizer import (
+    is_huggingface_transformer_xl,
+)
 from keras_txl.utils.restricted_unpickler import OpaqueObject
 from keras_txl.utils.restricted_unpickler import restricted_loads
 
@@ -89,6 +92,60 @@ def test_bad_arguments_are_explained():
         TransformerXLTokenizer(["<eos>", "<unk>", "a\nb"])
     with pytest.raises(ValueError, match="delimiter"):
         TransformerXLTokenizer(VOCABULARY, delimiter=" ")
+
+
+def test_end_token_is_the_special_token():
+    """What keras-hub's `_add_special_token` set, set here: the end,
+    start and padding token are `end_token`, and keras-hub's
+    `special_tokens` / `special_token_ids` name it."""
+    tokenizer = TransformerXLTokenizer(VOCABULARY)
+    ids = (tokenizer.start_token_id, tokenizer.end_token_id)
+    assert ids + (tokenizer.pad_token_id,) == (0, 0, 0)
+    assert tokenizer.start_token == tokenizer.pad_token == "<eos>"
+    assert tokenizer.special_tokens == ["<eos>"]
+    assert tokenizer.special_token_ids == [0]
+    other = TransformerXLTokenizer(["<unk>", "x", "<eos>"])
+    assert other.end_token_id == other.start_token_id == 2
+    empty = TransformerXLTokenizer()
+    assert empty.end_token == "<eos>" and empty.end_token_id is None
+    with pytest.raises(ValueError, match="No vocabulary"):
+        empty.special_token_ids
+    empty.set_vocabulary(["<eos>", "<unk>", "z", "y"])
+    assert empty.end_token_id == 0 and empty("z y") == [2, 3]
+    with pytest.raises(ValueError, match="end_token"):
+        TransformerXLTokenizer(["<unk>", "a"])
+    restored = TransformerXLTokenizer.from_config(tokenizer.get_config())
+    assert restored.end_token == "<eos>" and restored.end_token_id is None
+
+
+def test_huggingface_handle_is_read_with_huggingface_hub(monkeypatch):
+    import huggingface_hub
+    from huggingface_hub import errors
+
+    downloads = []
+
+    def hf_hub_download(repo_id, filename, **kwargs):
+        downloads.append((repo_id, filename))
+        path = os.path.join(HF_FOLDER, filename)
+        if repo_id != "transfo-xl/transfo-xl-wt103" or not os.path.isfile(path):
+            raise errors.EntryNotFoundError(f"no {filename}")
+        return path
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    handle = "hf://transfo-xl/transfo-xl-wt103"
+    assert is_huggingface_transformer_xl(handle)
+    tokenizer = TransformerXLTokenizer.from_preset(handle)
+    assert tokenizer.vocabulary_size() == 1203
+    assert ("transfo-xl/transfo-xl-wt103", "vocab.pkl") in downloads
+    count = len(downloads)
+    # Not a folder, not a HuggingFace handle: not read at all.
+    assert not is_huggingface_transformer_xl("kaggle://keras/gpt2/keras/x")
+    assert not is_huggingface_transformer_xl("/no/such/folder")
+    assert len(downloads) == count
+    # A handle without config.json is no HuggingFace checkpoint.
+    assert not is_huggingface_transformer_xl("hf://someone/empty")
+    with pytest.raises(ValueError, match="folder or"):
+        TransformerXLTokenizer.from_huggingface("kaggle://a/b/c/d")
 
 
 class _RunsCode:

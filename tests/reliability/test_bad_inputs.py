@@ -145,11 +145,11 @@ CONSTRUCTORS = {
     ),
     "make_tokenizer": (
         data.make_tokenizer,
-        dict(kind="char", text="abc"),
+        dict(kind="char", corpus="abc"),
         dict(kind=["chars", None, 3], vocabulary_size=[0, -1, 1.5, "9"]),
     ),
     "CharacterTokenizer": (
-        data.CharacterTokenizer,
+        models.CharacterTokenizer,
         dict(vocabulary=["a", "b"]),
         dict(
             vocabulary=["ab", ["a", "a"], ["ab"], [1, 2]],

@@ -14,7 +14,7 @@ import sys
 
 from keras_txl.app.run import fit_language_model
 from keras_txl.app.train_config import TrainConfig
-from keras_txl.data import cache_entries
+from keras_txl.data import token_cache_entries
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -159,7 +159,7 @@ def test_signals_stop_at_a_step_and_resume_exactly(tmp_path):
         assert _snapshot(output) == old  # not a byte changed yet
         assert any(".run.partial-" in name for name in os.listdir(tmp_path))
         # The corpus's token ids are not in the cache before either.
-        kinds = {entry["kind"] for entry in cache_entries(cache)}
+        kinds = {entry["kind"] for entry in token_cache_entries(cache)}
         assert kinds == {"unfinished"}, kinds
 
     status, _, err = _run(
@@ -177,7 +177,7 @@ def test_signals_stop_at_a_step_and_resume_exactly(tmp_path):
     assert steps == list(range(1, first + 2))
     assert losses == expected[: first + 1], first
     assert sorted(os.listdir(tmp_path)) == ["cache", "corpus.txt", "run"]
-    kinds = sorted(entry["kind"] for entry in cache_entries(cache))
+    kinds = sorted(entry["kind"] for entry in token_cache_entries(cache))
     assert kinds == ["ids", "ids", "split", "vocabulary"], kinds
 
     # SIGKILL past the next checkpoint, where steps.csv holds steps its

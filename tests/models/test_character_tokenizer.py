@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_txl.data import CharacterTokenizer
+from keras_txl.models import CharacterTokenizer
 
 VOCABULARY = ["\n", " ", "!", "a", "b", "c", "é"]
 
@@ -54,6 +54,22 @@ def test_tensorflow_path_in_tf_data_matches_python_path():
     assert [t.decode() for t in detokenized.numpy()] == [
         "cab é!",
         "<unk>\nab",
+    ]
+
+
+def test_eager_calls_run_python_traced_calls_run_tensorflow():
+    """The dispatch of keras-hub's `_use_tf_workflow`, which the tokenizers
+    call (as keras-hub's own do): eager inputs, tensors included, take the
+    NumPy path; inside a `tf.function` the TensorFlow path runs."""
+    tokenizer = CharacterTokenizer(vocabulary=VOCABULARY)
+    eager = tokenizer(tf.constant("abc"))
+    assert isinstance(eager, np.ndarray) and eager.tolist() == [3, 4, 5]
+    assert tokenizer.detokenize(tf.constant([3, 4])) == "ab"
+    traced = tf.function(tokenizer.tokenize)(tf.constant("abc"))
+    assert isinstance(traced, tf.Tensor) and traced.numpy().tolist() == [
+        3,
+        4,
+        5,
     ]
 
 

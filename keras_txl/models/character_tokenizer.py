@@ -1,16 +1,89 @@
+"""`CharacterTokenizer`, and `VocabularyTokenizer`: what it shares with
+`TransformerXLTokenizer` (a list of tokens, and two paths: Python and
+NumPy when called eagerly, TensorFlow inside `tf.data` or a
+`tf.function`)."""
+
 import json
 import os
+import sys
 
 import keras
 import keras_hub
 import numpy as np
-import tensorflow as tf
 
 VOCABULARY_FILE = "vocabulary.json"
 
 
+class VocabularyTokenizer(keras_hub.tokenizers.Tokenizer):
+    """A keras-hub tokenizer of a list of tokens, `self.vocabulary` (id
+    order; `None` until set), and `self._token_to_id` (a dict), set by the
+    subclass's `set_vocabulary`. Eager calls run `_tokenize_python` and
+    `_detokenize_python`; inside `tf.data` or a `tf.function` (keras-hub's
+    `_use_tf_workflow`, as for its own tokenizers) `_tokenize_tf` and
+    `_detokenize_tf`. `how_to_set` ends the error of a missing
+    vocabulary."""
+
+    how_to_set = "Pass `vocabulary=`."
+
+    def __init__(self, dtype="int32", **kwargs):
+        if "int" not in str(dtype):
+            raise ValueError(
+                "`dtype` must be an integer dtype such as 'int32'. "
+                f"Received: dtype={dtype!r}"
+            )
+        super().__init__(dtype=dtype, **kwargs)
+
+    def _check_vocabulary(self):
+        if self.vocabulary is None:
+            raise ValueError(
+                "No vocabulary has been set for "
+                f"{type(self).__name__}. {self.how_to_set}"
+            )
+
+    def get_vocabulary(self):
+        """The tokens, in id order."""
+        self._check_vocabulary()
+        return list(self.vocabulary)
+
+    def vocabulary_size(self):
+        """The number of tokens."""
+        self._check_vocabulary()
+        return len(self.vocabulary)
+
+    def id_to_token(self, id):
+        """The token of an id."""
+        self._check_vocabulary()
+        if not 0 <= id < len(self.vocabulary):
+            raise ValueError(
+                f"`id` must be in [0, {len(self.vocabulary)}). Received: {id}"
+            )
+        return self.vocabulary[id]
+
+    def token_to_id(self, token):
+        """The id of a token."""
+        self._check_vocabulary()
+        if token not in self._token_to_id:
+            raise ValueError(f"Token {token!r} is not in the vocabulary.")
+        return self._token_to_id[token]
+
+    def tokenize(self, inputs):
+        self._check_vocabulary()
+        if self._use_tf_workflow():
+            return self._tokenize_tf(inputs)
+        return self._tokenize_python(inputs)
+
+    def detokenize(self, inputs):
+        self._check_vocabulary()
+        if self._use_tf_workflow():
+            return self._detokenize_tf(inputs)
+        return self._detokenize_python(inputs)
+
+    def call(self, inputs, *args, training=None, **kwargs):
+        return self.tokenize(inputs, *args, **kwargs)
+
+
 @keras.saving.register_keras_serializable(package="keras_txl")
-class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
+class CharacterTokenizer(VocabularyTokenizer):
     """Character tokenizer with a closed vocabulary of characters.
 
     Token `i` is the character `vocabulary[i]`. The vocabulary is usually the
@@ -64,14 +137,15 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
     'cab a'
     """
 
+    how_to_set = (
+        "Pass `vocabulary=` or build it with "
+        "`keras_txl.data.make_tokenizer('char', text)`."
+    )
+
     def __init__(
         self, vocabulary=None, oov_token=None, dtype="int32", **kwargs
     ):
-        if "int" not in str(dtype):
-            raise ValueError(
-                "`dtype` must be an integer dtype such as 'int32'. "
-                f"Received: dtype={dtype!r}"
-            )
+        super().__init__(dtype=dtype, **kwargs)
         if oov_token is not None and (
             not isinstance(oov_token, str) or not oov_token
         ):
@@ -79,7 +153,6 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
                 "`oov_token` must be None or a non-empty string. Received: "
                 f"oov_token={oov_token!r}"
             )
-        super().__init__(dtype=dtype, **kwargs)
         self.oov_token = oov_token
         self.set_vocabulary(vocabulary)
         self.file_assets = [VOCABULARY_FILE]
@@ -88,7 +161,7 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
         """Sets the vocabulary: a list of single characters (and
         `oov_token`), or `None` to leave the tokenizer without one."""
         if vocabulary is None:
-            self.vocabulary = None
+            self.vocabulary = self._token_to_id = None
             return
         if isinstance(vocabulary, str) or not all(
             isinstance(token, str) for token in vocabulary
@@ -124,6 +197,7 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
                 f"vocabulary={vocabulary!r}"
             )
         self.vocabulary = vocabulary
+        self._token_to_id = {token: i for i, token in enumerate(vocabulary)}
         # Code point -> id, -1 outside the vocabulary; the last entry
         # stands for every larger code point.
         largest = max(ord(token) for token in vocabulary if len(token) == 1)
@@ -134,55 +208,6 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
         self._oov_id = (
             None if self.oov_token is None else vocabulary.index(self.oov_token)
         )
-
-    def _check_vocabulary(self):
-        if self.vocabulary is None:
-            raise ValueError(
-                "No vocabulary has been set for CharacterTokenizer. Pass "
-                "`vocabulary=` or build it with "
-                "`keras_txl.data.make_tokenizer('char', text)`."
-            )
-
-    def get_vocabulary(self):
-        """The tokens, in id order."""
-        self._check_vocabulary()
-        return list(self.vocabulary)
-
-    def vocabulary_size(self):
-        """The number of tokens."""
-        self._check_vocabulary()
-        return len(self.vocabulary)
-
-    def id_to_token(self, id):
-        """The token of an id."""
-        self._check_vocabulary()
-        if not 0 <= id < len(self.vocabulary):
-            raise ValueError(
-                f"`id` must be in [0, {len(self.vocabulary)}). Received: {id}"
-            )
-        return self.vocabulary[id]
-
-    def token_to_id(self, token):
-        """The id of a token."""
-        self._check_vocabulary()
-        if token not in self.vocabulary:
-            raise ValueError(f"Token {token!r} is not in the vocabulary.")
-        return self.vocabulary.index(token)
-
-    def tokenize(self, inputs):
-        self._check_vocabulary()
-        if self._use_tf_workflow():
-            return self._tokenize_tf(inputs)
-        return self._tokenize_python(inputs)
-
-    def detokenize(self, inputs):
-        self._check_vocabulary()
-        if self._use_tf_workflow():
-            return self._detokenize_tf(inputs)
-        return self._detokenize_python(inputs)
-
-    def call(self, inputs, *args, training=None, **kwargs):
-        return self.tokenize(inputs, *args, **kwargs)
 
     def _encode_text(self, text):
         """Ids of one Python string, with NumPy."""
@@ -210,16 +235,17 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
     def _tokenize_python(self, inputs):
         if isinstance(inputs, (str, bytes)):
             return self._encode_text(inputs)
-        if isinstance(inputs, (tf.Tensor, np.ndarray)) or keras.ops.is_tensor(
-            inputs
-        ):
+        tf = sys.modules.get("tensorflow")  # no TensorFlow, no tf.Tensor
+        tensor_types = (np.ndarray,) if tf is None else (tf.Tensor, np.ndarray)
+        if isinstance(inputs, tensor_types) or keras.ops.is_tensor(inputs):
             inputs = np.asarray(inputs).tolist()
             if isinstance(inputs, (str, bytes)):
                 return self._encode_text(inputs)
         return [self._encode_text(text).tolist() for text in inputs]
 
     def _detokenize_python(self, inputs):
-        if isinstance(inputs, tf.RaggedTensor):
+        tf = sys.modules.get("tensorflow")
+        if tf is not None and isinstance(inputs, tf.RaggedTensor):
             inputs = inputs.to_list()
         if (
             isinstance(inputs, (list, tuple))
@@ -240,6 +266,8 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
         return "".join(table[ids])
 
     def _tokenize_tf(self, inputs):
+        import tensorflow as tf
+
         with tf.device("cpu"):
             inputs = tf.convert_to_tensor(inputs)
             unbatched = inputs.shape.rank == 0
@@ -269,6 +297,8 @@ class CharacterTokenizer(keras_hub.tokenizers.Tokenizer):
             return tokens[0] if unbatched else tokens
 
     def _detokenize_tf(self, inputs):
+        import tensorflow as tf
+
         with tf.device("cpu"):
             if not isinstance(inputs, tf.RaggedTensor):
                 inputs = tf.convert_to_tensor(inputs)
