@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from keras_txl import data
 from keras_txl import layers
+from keras_txl import models
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models.memory_state import MemoryState
