@@ -89,6 +89,30 @@ def test_every_weight_is_tracked_and_trainable():
 
 
 @pytest.mark.parametrize("tie_weights", [True, False])
+def test_every_weight_exists_once_constructed(tmp_path, tie_weights):
+    """As keras-hub's tasks: no call is needed before `count_params`,
+    `load_weights` or `set_weights` (a new task used to lack its output
+    bias until its first call)."""
+    trained = _lm(tie_weights=tie_weights)
+    tokens = np.random.default_rng(3).integers(0, 20, (2, 5))
+    expected, _ = trained.call_with_memory(tokens)
+    path = str(tmp_path / "lm.weights.h5")
+    trained.save_weights(path)
+    for load in ("load_weights", "set_weights"):
+        fresh = TransformerXLCausalLM(
+            tiny_lm(seed=1, **PLAIN_LM).backbone, tie_weights=tie_weights
+        )
+        assert fresh.built
+        assert fresh.count_params() == trained.count_params()
+        if load == "load_weights":
+            fresh.load_weights(path)
+        else:
+            fresh.set_weights(trained.get_weights())
+        got, _ = fresh.call_with_memory(tokens)
+        np.testing.assert_array_equal(to_numpy(got), to_numpy(expected))
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
 def test_save_and_load_give_the_same_logits(tmp_path, tie_weights):
     lm = _lm(tie_weights=tie_weights)
     tokens = np.random.default_rng(2).integers(0, 20, (3, 5))
