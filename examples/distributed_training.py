@@ -258,9 +258,8 @@ def main(argv=None):
             #   split along "batch", REPLICATED along "model", since every
             #   shard projects the whole hidden state of the memory into
             #   the keys and values of its heads (to split the hidden axis
-            #   too, lay the memory out with `distribute.memory_layout_map(
-            #   mesh, your_map, hidden_dim_name="model")` in a LayoutMap
-            #   of your own: less memory, a gather a step).
+            #   too, set `layout_map[".*memory_state/memory"] = ("batch",
+            #   None, None, "model")`: less memory, a gather a step).
             # Either way a replica holds the memory of its B / R streams.
             # This also makes the optimizer clip the gradient of the global
             # batch (Keras's TensorFlow optimizers clip each replica's).
