@@ -2,18 +2,16 @@
 
 `export_saved_model(lm, path, batch_size, segment_length, memory_length)`
 writes a TensorFlow SavedModel whose signatures take and return the memory
-explicitly; `export_main(model_dir, out_dir, ...)` does the same for a
-`model.keras` on disk (the `keras-txl export` command).
+explicitly (`lm.export(path)` calls it).
 """
 
 from keras_txl.export.saved_model import INITIAL_MEMORY_SIGNATURE
 from keras_txl.export.saved_model import SERVING_SIGNATURE
-from keras_txl.export.saved_model import export_main
+from keras_txl.export.saved_model import export_main  # noqa: F401 (the CLI)
 from keras_txl.export.saved_model import export_saved_model
 
 __all__ = [
     "INITIAL_MEMORY_SIGNATURE",
     "SERVING_SIGNATURE",
-    "export_main",
     "export_saved_model",
 ]

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from keras_txl.convert import from_huggingface
-from keras_txl.convert import is_huggingface_folder
-from keras_txl.convert import read_safetensors
+from keras_txl.convert.safetensors_file import read_safetensors
+from keras_txl.models.transformer_xl_tokenizer import (
+    is_huggingface_transformer_xl as is_huggingface_folder,
+)
 from tests.test_case import FIXTURES
 from tests.test_case import to_numpy
 

@@ -14,10 +14,12 @@ import pytest
 from keras import ops
 
 from keras_txl.convert import from_official_tensorflow
-from keras_txl.convert import is_huggingface_folder
-from keras_txl.convert import is_official_tensorflow_folder
+from keras_txl.convert.official_tensorflow import is_official_tensorflow_folder
 from keras_txl.convert.official_tensorflow import parse_flags
 from keras_txl.models import TransformerXLCausalLM
+from keras_txl.models.transformer_xl_tokenizer import (
+    is_huggingface_transformer_xl as is_huggingface_folder,
+)
 from tests.test_case import FIXTURES
 from tests.test_case import to_numpy
 

@@ -7,7 +7,9 @@ import pytest
 import tensorflow as tf
 
 from keras_txl import distribute
+from keras_txl.distribute.replica_strategy import static_batch_size
 from keras_txl.distribute.strategies import STRATEGY_BACKENDS
+from keras_txl.distribute.strategies import check_strategy_name
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
@@ -46,10 +48,10 @@ def test_strategy_names():
 def test_strategy_of_another_backend_fails_before_anything(name):
     wanted = STRATEGY_BACKENDS[name]
     if wanted in (None, BACKEND):
-        assert distribute.check_strategy_name(name) == name
+        assert check_strategy_name(name) == name
         return
     for call in (
-        lambda: distribute.check_strategy_name(name),
+        lambda: check_strategy_name(name),
         lambda: distribute.configure_devices(name, 2),
         lambda: distribute.make_strategy(name, 2),
     ):
@@ -85,11 +87,11 @@ def test_replica_memory_needs_a_built_memory(tiny_lm):
 
 
 def test_static_batch_size():
-    assert distribute.static_batch_size(segments(batch=3)) == 3
+    assert static_batch_size(segments(batch=3)) == 3
     with pytest.raises(ValueError, match="drop_remainder=True"):
-        distribute.static_batch_size(segments().unbatch().batch(2))
+        static_batch_size(segments().unbatch().batch(2))
     with pytest.raises(ValueError, match="tf.data.Dataset"):
-        distribute.static_batch_size(np.zeros((2, 3)))
+        static_batch_size(np.zeros((2, 3)))
 
 
 def test_distribute_dataset_keeps_the_batches():

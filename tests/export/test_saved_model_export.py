@@ -8,8 +8,8 @@ from txl_export_testing import run_python
 from txl_export_testing import segments
 from txl_export_testing import tiny_lm
 
-from keras_txl.export import export_main
 from keras_txl.export import export_saved_model
+from keras_txl.export.saved_model import export_main
 from keras_txl.models import CompressiveTransformerXLBackbone
 
 SERVER_SCRIPT = os.path.join(
