@@ -16,9 +16,8 @@ import json
 import os
 
 from keras_txl.app.ablation_run import VARIANTS
-from keras_txl.app.presets import ARCHITECTURES
-from keras_txl.app.presets import add_size_alias
-from keras_txl.app.presets import describe
+from keras_txl.app.sizes import SIZES
+from keras_txl.app.sizes import describe
 
 # The default budget: `keras-txl ablate` with no options (see
 # docs/ablations.md for its measured time).
@@ -89,11 +88,10 @@ def _configure_ablate(parser):
     parser.add_argument("--batch-size", type=_positive_int)
     parser.add_argument(
         "--size",
-        choices=tuple(ARCHITECTURES),
+        choices=tuple(SIZES),
         help="model size (default small): "
-        + "; ".join(f"{name}: {describe(name)}" for name in ARCHITECTURES),
+        + "; ".join(f"{name}: {describe(name)}" for name in SIZES),
     )
-    add_size_alias(parser, ARCHITECTURES)
     parser.add_argument("--seed", type=int)
     parser.add_argument(
         "--num-seeds", type=_positive_int, help="runs with seeds S, S+1, ..."

@@ -15,7 +15,7 @@ from keras_txl.ablation.cost import measure_step_cost
 from keras_txl.ablation.recl import context_losses
 from keras_txl.ablation.recl import relative_effective_context_length
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
-from keras_txl.app.presets import architecture as get_architecture
+from keras_txl.app.sizes import size_arguments
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.training import MemoryReset
@@ -201,7 +201,7 @@ def run_ablation(
         segment_length: int. `T`.
         batch_size: int. Rows (streams) per training batch.
         size: str. Model size, a name of
-            `keras_txl.app.presets.ARCHITECTURES`.
+            `keras_txl.app.sizes.SIZES`.
         seed: int. Seed of the first run; run `s` uses `seed + s`.
         num_seeds: int. Runs of everything, each with its own seed.
         memory_length: int or None. `M` of the recurrent variants; None:
@@ -329,7 +329,7 @@ class _Plan:
             T=T,
             batch_size=check_positive_int("batch_size", batch_size),
             size=size,
-            architecture=get_architecture(size),
+            architecture=size_arguments(size),
             seeds=tuple(seed + s for s in range(num_seeds)),
             M=M,
             segments_per_step=segments_per_step,

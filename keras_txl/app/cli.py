@@ -76,9 +76,8 @@ def _jit_compile(text):
 
 
 def _train_parser(subparsers):
-    from keras_txl.app.presets import PRESETS
-    from keras_txl.app.presets import add_size_alias
-    from keras_txl.app.presets import describe
+    from keras_txl.app.sizes import TRAIN_SIZES
+    from keras_txl.app.sizes import describe
     from keras_txl.app.train_config import DATASETS
     from keras_txl.app.train_config import TOKENIZERS
     from keras_txl.distribute import STRATEGY_NAMES
@@ -102,12 +101,11 @@ def _train_parser(subparsers):
     parser.add_argument("--dataset", choices=DATASETS, default="builtin")
     parser.add_argument(
         "--size",
-        choices=tuple(PRESETS),
+        choices=tuple(TRAIN_SIZES),
         default="tiny",
         help="model size and its training defaults (default tiny): "
-        + "; ".join(f"{name}: {describe(name)}" for name in PRESETS),
+        + "; ".join(f"{name}: {describe(name)}" for name in TRAIN_SIZES),
     )
-    add_size_alias(parser, PRESETS)
     parser.add_argument(
         "--tokenizer",
         choices=TOKENIZERS,

@@ -25,10 +25,10 @@ from keras_txl.app.evaluate_command import token_unit
 from keras_txl.app.evaluate_command import write_metrics
 from keras_txl.app.plots import plot_bpc_vs_memory
 from keras_txl.app.plots import plot_training_curve
-from keras_txl.app.presets import PRESETS
-from keras_txl.app.presets import build_language_model
 from keras_txl.app.sampling import generate_text
 from keras_txl.app.sampling import make_sampler
+from keras_txl.app.sizes import TRAIN_SIZES
+from keras_txl.app.sizes import build_language_model
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.distribute import device_budget
@@ -419,7 +419,7 @@ def _compiled_model(config, strategy, run_data, log):
     run_config = dict(
         config.to_dict(),
         vocabulary_size=vocabulary_size,
-        model=PRESETS[config.size]["model"],
+        model=TRAIN_SIZES[config.size]["model"],
         resolved_jit_compile=bool(lm.jit_compile),
     )
     log(

@@ -2,7 +2,7 @@ import dataclasses
 import math
 import os
 
-from keras_txl.app.presets import PRESETS
+from keras_txl.app.sizes import TRAIN_SIZES
 from keras_txl.data import CORPORA
 
 # The corpora of `keras_txl.data.load_corpus`: one added there is a
@@ -39,7 +39,7 @@ class TrainConfig:
     """Everything a `keras-txl train` run depends on.
 
     Fields left at `None` take the defaults of the model size (see
-    `keras_txl.app.presets.PRESETS`) in `resolved()`.
+    `keras_txl.app.sizes.TRAIN_SIZES`) in `resolved()`.
 
     Fields:
         dataset: a name of `keras_txl.data.CORPORA`: `"builtin"` (the
@@ -50,7 +50,7 @@ class TrainConfig:
         tokenizer: `"byte"`, `"char"` or `"word"`; `None` picks the one
             of the paper for the dataset, characters otherwise.
         size: the model size and its training defaults, `"tiny"`,
-            `"reference"` or `"base"` (`keras_txl.app.presets.PRESETS`).
+            `"reference"` or `"base"` (`keras_txl.app.sizes.TRAIN_SIZES`).
         steps, segment_length, memory_length, eval_memory_length,
             batch_size, dropout, learning_rate, warmup_steps: see the
             `keras-txl train` options.
@@ -122,9 +122,9 @@ class TrainConfig:
 
     def resolved(self):
         """A copy with the size's defaults filled in, checked."""
-        if self.size not in PRESETS:
+        if self.size not in TRAIN_SIZES:
             raise ConfigError(
-                f"--size must be one of {', '.join(PRESETS)}. Received: "
+                f"--size must be one of {', '.join(TRAIN_SIZES)}. Received: "
                 f"{self.size!r}"
             )
         if self.dataset not in DATASETS:
@@ -134,7 +134,7 @@ class TrainConfig:
             )
         values = dataclasses.asdict(self)
         warmup_given = values["warmup_steps"] is not None
-        for name, default in PRESETS[self.size]["train"].items():
+        for name, default in TRAIN_SIZES[self.size]["train"].items():
             if values[name] is None:
                 values[name] = default
         if not warmup_given and isinstance(values["steps"], int):

@@ -1,19 +1,18 @@
 """The one table of model sizes: a name is one model size everywhere.
 
-`ARCHITECTURES` names every model size of the project; `keras-txl train
---size`, `keras-txl ablate --size` and the benchmarks
-(`benchmarks/common.py`, whose flag is still `--preset`) all take these
+`SIZES` names every model size of the project; `keras-txl train --size`,
+`keras-txl ablate --size` and the benchmarks' `--size` all take these
 names, so `small` is the same 2-layer, 64-wide model for each of them.
-`PRESETS` adds the training defaults of the sizes that `keras-txl train`
-offers. To add a size, add a line here. (A "preset" elsewhere is a
-keras-hub preset: a saved model folder, `from_preset`.)
+`TRAIN_SIZES` adds the training defaults of the sizes that `keras-txl
+train` offers. To add a size, add a line here. ("Preset" means a keras-hub
+preset only: a saved model folder, `from_preset`.)
 """
 
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 
 
-def _architecture(layers, heads, hidden, head, inner):
+def _size(layers, heads, hidden, head, inner):
     return dict(
         num_layers=layers,
         num_heads=heads,
@@ -27,19 +26,19 @@ def _architecture(layers, heads, hidden, head, inner):
 # configuration of the speed goals in docs/benchmarks.md; "base" the base
 # enwik8 model of the paper (Dai et al., 2019, and the authors'
 # `run_enwik8_base.sh`).
-ARCHITECTURES = {
-    "micro": _architecture(1, 2, 16, 8, 32),  # tests: seconds
-    "small": _architecture(2, 4, 64, 16, 256),  # the ablation table
-    "tiny": _architecture(2, 4, 128, 32, 512),  # `keras-txl train`
-    "reference": _architecture(4, 8, 256, 32, 1024),
-    "medium": _architecture(6, 8, 256, 32, 1024),
-    "base": _architecture(12, 8, 512, 64, 2048),
+SIZES = {
+    "micro": _size(1, 2, 16, 8, 32),  # tests: seconds
+    "small": _size(2, 4, 64, 16, 256),  # the ablation table
+    "tiny": _size(2, 4, 128, 32, 512),  # `keras-txl train`
+    "reference": _size(4, 8, 256, 32, 1024),
+    "medium": _size(6, 8, 256, 32, 1024),
+    "base": _size(12, 8, 512, 64, 2048),
 }
 
 
 def describe(name):
     """A one-line description of model size `name`."""
-    size = ARCHITECTURES[name]
+    size = SIZES[name]
     layers = size["num_layers"]
     return (
         f"{layers} layer{'s' if layers > 1 else ''} x {size['hidden_dim']} "
@@ -47,40 +46,22 @@ def describe(name):
     )
 
 
-def architecture(name):
+def size_arguments(name):
     """The backbone arguments of model size `name` (a new dict).
 
     Raises:
-        ValueError: if `name` is not in `ARCHITECTURES`.
+        ValueError: if `name` is not in `SIZES`.
     """
-    if name not in ARCHITECTURES:
+    if name not in SIZES:
         raise ValueError(
-            f"`size` must be one of {list(ARCHITECTURES)}. Received: "
-            f"size={name!r}"
+            f"`size` must be one of {list(SIZES)}. Received: size={name!r}"
         )
-    return dict(ARCHITECTURES[name])
+    return dict(SIZES[name])
 
 
-def add_size_alias(parser, names):
-    """Adds `--preset`, the hidden old spelling of `--size`, to an
-    argparse `parser`: the same choices and destination, not in `--help`.
-
-    Accepted silently: a script that says `--preset tiny` keeps working,
-    and the command's stderr stays its own errors only (a deprecation
-    line there would break the "stderr is empty on success" promise that
-    scripts and tests rely on). `--help` shows only `--size`, so new
-    users learn that; "preset" means a keras-hub preset folder.
-    """
-    import argparse
-
-    parser.add_argument(
-        "--preset", dest="size", choices=tuple(names), help=argparse.SUPPRESS
-    )
-
-
-def _preset(architecture, length, batch, steps, lr, warmup, drop):
+def _train_size(size, length, batch, steps, lr, warmup, drop):
     return {
-        "model": dict(ARCHITECTURES[architecture]),
+        "model": dict(SIZES[size]),
         "train": dict(
             segment_length=length,
             memory_length=length,
@@ -99,11 +80,11 @@ def _preset(architecture, length, batch, steps, lr, warmup, drop):
 # the "with memory" validation). "base" trains as the authors' enwik8 base
 # model: segments and memory of 512, batch 22, Adam 2.5e-4 with cosine
 # decay over 400k steps, dropout 0.1.
-PRESETS = {
-    # architecture, T, batch, steps, lr, warmup, dropout
-    "tiny": _preset("tiny", 64, 16, 2000, 2e-3, 200, 0.0),
-    "reference": _preset("reference", 128, 16, 2000, 1e-3, 200, 0.1),
-    "base": _preset("base", 512, 22, 400_000, 2.5e-4, 0, 0.1),
+TRAIN_SIZES = {
+    # size, T, batch, steps, lr, warmup, dropout
+    "tiny": _train_size("tiny", 64, 16, 2000, 2e-3, 200, 0.0),
+    "reference": _train_size("reference", 128, 16, 2000, 1e-3, 200, 0.1),
+    "base": _train_size("base", 512, 22, 400_000, 2.5e-4, 0, 0.1),
 }
 
 
@@ -122,6 +103,6 @@ def build_language_model(config, vocabulary_size):
         memory_length=config.memory_length,
         dropout=config.dropout,
         dtype=config.dtype_policy,
-        **PRESETS[config.size]["model"],
+        **TRAIN_SIZES[config.size]["model"],
     )
     return TransformerXLCausalLM(backbone)
