@@ -114,7 +114,7 @@ PATH = re.compile(
 ELSEWHERE = re.compile(
     r"^(?:runs|out|my_|OUT|RUN)|^data/(?:enwik8|text8|wikitext)|"
     r"mem_transformer\.py|train\.py|eval\.py|dynamic_eval_opt\.py|"
-    r"dynamiceval_tf\.py|^tf/|^pytorch/|hf_exporter|^rnn\.py"
+    r"dynamiceval_tf\.py|^tf/|^pytorch/|hf_exporter|^rnn\.py|^ablation\.md$"
 )
 
 
