@@ -157,14 +157,13 @@ def _untie(params, config):
     return params
 
 
-def from_huggingface(path, dtype=None):
+def from_huggingface(path, dtype=None, preprocessor=None):
     """Builds a `TransformerXLCausalLM` from a HuggingFace Transformer-XL
     checkpoint folder.
 
     The model computes what HuggingFace's `TransfoXLLMHeadModel` computes
     (in eval mode) when run from HuggingFace's starting memory,
-    `lm.backbone.initial_memory(batch_size, start="zeros")`; no
-    preprocessor is attached.
+    `lm.backbone.initial_memory(batch_size, start="zeros")`.
 
     Args:
         path: a folder with `config.json` (`model_type` `"transfo-xl"`)
@@ -172,6 +171,8 @@ def from_huggingface(path, dtype=None):
             read only with torch's `weights_only=True` loader, if torch is
             installed.
         dtype: optional dtype policy of the model.
+        preprocessor: optional preprocessor of the task (`from_preset`
+            attaches the folder's tokenizer); `None`: none.
 
     Returns:
         A `TransformerXLCausalLM` with HuggingFace's `mem_len`,
@@ -206,4 +207,5 @@ def from_huggingface(path, dtype=None):
         cluster_order="tensorflow",
         same_length=bool(config["same_length"]),
         layer_norm_epsilon=float(config["layer_norm_epsilon"]),
+        preprocessor=preprocessor,
     )

@@ -137,13 +137,16 @@ def load_pytorch_names(
     cluster_order="pytorch",
     same_length=None,
     layer_norm_epsilon=1e-5,
+    preprocessor=None,
 ):
     """`from_official_pytorch` with the options in which the authors'
     PyTorch code, their TensorFlow code and HuggingFace differ: the
     `cluster_order` of the adaptive softmax, the `same_length` mask
     (`None`: `bool(config["same_length"])`, the PyTorch mask) and the
-    layer-norm epsilon. The other converters translate their weights to
-    the PyTorch names and build through this function."""
+    layer-norm epsilon; `preprocessor` is the task's (given at
+    construction: a built task takes no new sublayer). The other
+    converters translate their weights to the PyTorch names and build
+    through this function."""
     config = normalize_config(config)
     params = _strip_prefix(dict(params))
     n_layer, n_head, d_head = (
@@ -205,6 +208,7 @@ def load_pytorch_names(
         tie_weights=bool(tie_weights),
         tie_projections=tie_projections,
         cluster_order=cluster_order,
+        preprocessor=preprocessor,
     )
 
     def get(name, shape=None):

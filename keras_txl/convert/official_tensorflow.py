@@ -380,7 +380,9 @@ def _pytorch_names(variables, config):
     return params
 
 
-def from_official_tensorflow(checkpoint, config=None, dtype=None):
+def from_official_tensorflow(
+    checkpoint, config=None, dtype=None, preprocessor=None
+):
     """Builds a `TransformerXLCausalLM` from a TensorFlow checkpoint of the
     authors' `tf/model.py`.
 
@@ -404,6 +406,8 @@ def from_official_tensorflow(checkpoint, config=None, dtype=None):
             `n_token` and `cutoffs` are read from the checkpoint's
             embedding tables (and checked against the config's, if given).
         dtype: optional dtype policy of the model.
+        preprocessor: optional preprocessor of the task (their
+            checkpoints come with no tokenizer); `None`: none.
 
     Returns:
         A `TransformerXLCausalLM` with `memory_length` `mem_len`,
@@ -453,4 +457,5 @@ def from_official_tensorflow(checkpoint, config=None, dtype=None):
         cluster_order="tensorflow",
         same_length="tensorflow" if config["same_length"] else False,
         layer_norm_epsilon=LAYER_NORM_EPSILON,
+        preprocessor=preprocessor,
     )

@@ -41,23 +41,20 @@ def official_checkpoint_path(preset):
 
 
 def _load_huggingface(preset, **kwargs):
-    lm = from_huggingface(preset)
     if "preprocessor" in kwargs:
-        lm.preprocessor = kwargs["preprocessor"]
+        preprocessor = kwargs["preprocessor"]
     else:
         tokenizer = TransformerXLTokenizer.from_huggingface(preset)
-        lm.preprocessor = TransformerXLCausalLMPreprocessor(tokenizer)
-    return lm
+        preprocessor = TransformerXLCausalLMPreprocessor(tokenizer)
+    return from_huggingface(preset, preprocessor=preprocessor)
 
 
 def _load_official_tensorflow(preset, preprocessor=None):
     # Its config: `config.json` or the `.sh` script beside it. The
     # authors' checkpoints come with no tokenizer.
-    lm = official_tensorflow.from_official_tensorflow(
-        official_checkpoint_path(preset)
+    return official_tensorflow.from_official_tensorflow(
+        official_checkpoint_path(preset), preprocessor=preprocessor
     )
-    lm.preprocessor = preprocessor
-    return lm
 
 
 register_foreign_checkpoint(

@@ -17,6 +17,7 @@ from keras_txl.app.convert_command import sentence_log_probabilities
 from keras_txl.convert import preset_loader
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLTokenizer
+from tests.tiny_models import tiny_lm
 from tests.tiny_models import tokenizer_lm
 
 HF_FOLDER = os.path.join(
@@ -58,12 +59,19 @@ def fake_from_huggingface(monkeypatch):
     loader calls: a random model of the fixture's vocabulary."""
     calls = []
 
-    def from_huggingface(path):
+    def from_huggingface(path, preprocessor=None):
         calls.append(path)
-        lm = _lm_for(TransformerXLTokenizer.from_preset(HF_FOLDER))
-        lm.preprocessor = None  # the converter returns the model alone,
-        lm.build()  # built, as the real one
-        return lm
+        tokenizer = TransformerXLTokenizer.from_preset(HF_FOLDER)
+        # Built, as the real one, with the loader's preprocessor given at
+        # construction (a built task takes no new sublayer).
+        return tiny_lm(
+            seed=0,
+            preprocessor=preprocessor,
+            num_layers=1,
+            vocabulary_size=tokenizer.vocabulary_size(),
+            cutoffs=[100, 400, 900],
+            div_val=2,
+        )
 
     monkeypatch.setattr(
         preset_loader, "from_huggingface", from_huggingface, raising=False
@@ -85,7 +93,7 @@ def test_from_preset_of_a_huggingface_folder(fake_from_huggingface):
 def test_from_preset_of_a_huggingface_handle_offline(
     fake_from_huggingface, monkeypatch
 ):
-    from keras_hub.src.utils import preset_utils
+    import huggingface_hub
 
     downloads = []
 
@@ -93,9 +101,8 @@ def test_from_preset_of_a_huggingface_handle_offline(
         downloads.append((repo_id, filename))
         return os.path.join(HF_FOLDER, filename)
 
-    monkeypatch.setattr(
-        preset_utils.huggingface_hub, "hf_hub_download", hf_hub_download
-    )
+    # keras-hub downloads through `huggingface_hub.hf_hub_download`.
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
     lm = TransformerXLCausalLM.from_preset("hf://transfo-xl/transfo-xl-wt103")
     assert fake_from_huggingface == ["hf://transfo-xl/transfo-xl-wt103"]
     assert ("transfo-xl/transfo-xl-wt103", "vocab.pkl") in downloads
