@@ -185,3 +185,70 @@ def test_arrows_point_one_way_and_nothing_private_crosses():
             ]
     assert not wrong, "arrows against the package map:\n" + "\n".join(wrong)
     assert not private, "private names across packages:\n" + "\n".join(private)
+
+
+# The private names of Keras and keras-hub that the library uses, each
+# listed with its reason in CONTRIBUTING.md ("Private APIs") and pinned
+# by a test there: `{name: files that may use it}`.
+PRIVATE_KERAS_USES = {
+    "_flatten_layers": {"models/transformer_xl_backbone.py"},
+    "_use_tf_workflow": {"models/character_tokenizer.py"},
+}
+
+
+def _keras_private_names():
+    """The private attributes (`_name`, not dunders) of the Keras and
+    keras-hub classes the library subclasses or calls."""
+    import keras
+    import keras_hub
+
+    bases = [
+        keras.layers.Layer,
+        keras.Model,
+        keras.layers.Dropout,
+        keras.callbacks.Callback,
+        keras.metrics.Metric,
+        keras.optimizers.Optimizer,
+        keras.Variable,
+        keras.random.SeedGenerator,
+        keras_hub.models.Backbone,
+        keras_hub.models.CausalLM,
+        keras_hub.models.CausalLMPreprocessor,
+        keras_hub.tokenizers.Tokenizer,
+        keras_hub.samplers.Sampler,
+    ]
+    # Instance attributes too (`_tracker` is set in `Layer.__init__`).
+    instances = [keras.layers.Dense(1), keras.Sequential(), keras.Variable(0)]
+    instances.append(keras.optimizers.Adam())
+    names = {name for obj in instances for name in vars(obj)}
+    names.update(
+        name for base in bases for cls in base.__mro__ for name in vars(cls)
+    )
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_keras_private_names_only_where_contributing_lists_them():
+    private = _keras_private_names()
+    assert {"_tracker", "_clip_gradients", "_flatten_layers"} <= private
+    found = {}
+    for path in _modules().values():
+        with open(path, encoding="utf-8") as file:
+            tree = ast.parse(file.read())
+        path = os.path.relpath(path, PACKAGE).replace(os.sep, "/")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                found.setdefault(node.attr, set()).add(path)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [getattr(node, "module", None) or ""]
+                names += [a.name for a in node.names]
+                assert not any(
+                    n.startswith(("keras.src", "keras_hub.src")) for n in names
+                ), f"{path} imports a private module of Keras or keras-hub"
+    unlisted = {
+        name: sorted(paths - PRIVATE_KERAS_USES.get(name, set()))
+        for name, paths in found.items()
+    }
+    assert not {k: v for k, v in unlisted.items() if v}, (
+        "private Keras/keras-hub names used where CONTRIBUTING.md does not "
+        f"list them: {unlisted}"
+    )

@@ -140,3 +140,30 @@ def test_evaluation_copy_of_a_lora_model_computes_the_same():
     np.testing.assert_array_equal(_logits(copy), _logits(lm))
     assert len(copy.trainable_variables) == len(lm.trainable_variables)
     assert all("lora_kernel" in v.path for v in copy.trainable_variables)
+
+
+def test_keras_hub_names_lora_layers_by_their_flatten_layers_index(tmp_path):
+    """Pins the private behaviour `TransformerXLBackbone.load_lora_weights`
+    reads (CONTRIBUTING.md, "Private APIs"): keras-hub's
+    `save_lora_weights` stores each adapted layer under its index among
+    the backbone's layers with weights, in `_flatten_layers` order."""
+    import h5py
+
+    lm = _lm()
+    lm.backbone.enable_lora(2, ["key"])
+    lora_file = str(tmp_path / "adapter.lora.h5")
+    lm.save_lora_weights(lora_file)
+    with h5py.File(lora_file, "r") as file:
+        indices = sorted(int(key) for key in file["lora"] if key.isdigit())
+    layers = [
+        layer
+        for layer in lm.backbone._flatten_layers(include_self=False)
+        if layer.weights
+    ]
+    adapted = [
+        i
+        for i, layer in enumerate(layers)
+        if getattr(layer, "lora_enabled", False)
+    ]
+    assert indices == adapted and adapted
+    assert {layers[i].name for i in indices} == {"key"}
