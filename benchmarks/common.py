@@ -11,9 +11,9 @@ import resource
 import sys
 import time
 
-from keras_txl.app.presets import ARCHITECTURES
+from keras_txl.app.sizes import SIZES
 
-# Model presets: a size of `keras_txl.app.presets.ARCHITECTURES`, of the
+# Model presets: a size of `keras_txl.app.sizes.SIZES`, of the
 # same name, with the segment, memory, batch and vocabulary of the
 # measurement.
 # `reference` is the configuration of the speed goals: 4 layers, hidden 256,
@@ -22,7 +22,7 @@ from keras_txl.app.presets import ARCHITECTURES
 # segments (the paper's T = M = 512 takes minutes a step on 2 CPU cores).
 PRESETS = {
     name: dict(
-        ARCHITECTURES[size],
+        SIZES[size],
         segment_length=length,
         memory_length=length,
         batch_size=batch,
@@ -39,7 +39,7 @@ PRESETS = {
 # 16 layers, d_model 512, 8 heads x 64, d_inner 2048, T = M = 192, batch
 # 32 per GPU), with a byte vocabulary: the GPU pass (benchmarks/gpu_pass.py).
 # A peer's configuration, not one of keras-txl's model sizes: kept out of
-# `PRESETS`, whose names are `keras_txl.app.presets.ARCHITECTURES`'.
+# `PRESETS`, whose names are `keras_txl.app.sizes.SIZES`'.
 PEER_PRESETS = {}
 PEER_PRESETS["nvidia_base"] = dict(
     num_layers=16,

@@ -58,7 +58,7 @@ def child(path, cache_dir, steps):
     import keras
 
     from keras_txl import data
-    from keras_txl.app.presets import build_language_model
+    from keras_txl.app.sizes import build_language_model
     from keras_txl.app.train_config import TrainConfig
     from keras_txl.training.schedules import transformer_xl_optimizer
 

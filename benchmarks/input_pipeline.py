@@ -42,7 +42,7 @@ def _read_all(dataset):
 def _train_rate(config, vocabulary_size, dataset, steps):
     import keras
 
-    from keras_txl.app.presets import build_language_model
+    from keras_txl.app.sizes import build_language_model
     from keras_txl.training.schedules import transformer_xl_optimizer
 
     keras.utils.set_random_seed(0)
