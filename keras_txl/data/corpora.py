@@ -356,10 +356,10 @@ def _wikitext103(
 
 
 def wikitext103_location(
-    path=None, variant="tokens", cache_dir=None, origin=None, file_hash=None
+    path=None, variant="tokens", download_dir=None, origin=None, file_hash=None
 ):
     """Where the three WikiText-103 files are, downloaded (into
-    `cache_dir`, the Keras cache folder) or converted from Parquet if
+    `download_dir`, Keras's download folder) or converted from Parquet if
     needed: the Hugging Face copy (`Salesforce/wikitext`: four Parquet
     files, 0.3 GB, read with pyarrow) without `path` and `origin`.
 
@@ -385,14 +385,16 @@ def wikitext103_location(
                 name,
                 f"{WIKITEXT103_HF_URL}/{config}/{name}",
                 None,
-                cache_dir,
-                cache_subdir=subfolder,
+                download_dir,
+                subfolder=subfolder,
             )
             for name in WIKITEXT103_PARQUET_FILES
         ]
         path = os.path.dirname(downloaded[0])
     elif path is None:
-        path = _download(os.path.basename(origin), origin, file_hash, cache_dir)
+        path = _download(
+            os.path.basename(origin), origin, file_hash, download_dir
+        )
     path = os.fspath(path)
     if os.path.isdir(path) and _parquet_files(path, config):
         path = _parquet_to_text(path, config, names)
@@ -490,15 +492,15 @@ def _read_bytes(path, size=-1):
         ) from error
 
 
-def _download(fname, origin, file_hash, cache_dir, cache_subdir="datasets"):
+def _download(fname, origin, file_hash, download_dir, subfolder="datasets"):
     """`keras.utils.get_file` with one-line errors."""
     try:
         return keras.utils.get_file(
             fname=fname,
             origin=origin,
             file_hash=file_hash,
-            cache_dir=cache_dir,
-            cache_subdir=cache_subdir,
+            cache_dir=download_dir,
+            cache_subdir=subfolder,
         )
     except ValueError as error:
         raise CorpusError(
