@@ -241,8 +241,8 @@ def _train_parser(subparsers):
 
 
 def _train(args):
-    from keras_txl.app.run import sigterm_as_interrupt
-    from keras_txl.app.run import train
+    from keras_txl.app.train_command import sigterm_as_interrupt
+    from keras_txl.app.train_command import train
     from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
