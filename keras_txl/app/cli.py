@@ -595,8 +595,8 @@ def make_parser():
     _convert_parser(subparsers)
     _cache_parser(subparsers)
 
-    from keras_txl.app.ablation_cli import add_ablate_parser
-    from keras_txl.app.ablation_cli import add_recl_parser
+    from keras_txl.app.ablation_command import add_ablate_parser
+    from keras_txl.app.ablation_command import add_recl_parser
 
     add_ablate_parser(subparsers)
     add_recl_parser(subparsers)
