@@ -14,7 +14,7 @@ from keras_txl.app import cli
 from keras_txl.app.train_command import fit_language_model
 from keras_txl.training import TrainingDiverged
 from keras_txl.training.evaluation import perplexity
-from tests.app.test_run import _config
+from tests.app.test_train_command import _config
 
 
 class _PoisonAtEpoch(keras.callbacks.Callback):
