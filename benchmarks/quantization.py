@@ -20,7 +20,7 @@ import time
 import keras
 
 from keras_txl.app import artifacts
-from keras_txl.app.run import fit_language_model
+from keras_txl.app.train_command import fit_language_model
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.training.evaluation import evaluate_segments
 

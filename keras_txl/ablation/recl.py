@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from keras_txl.training.evaluation import bits_per_token
 from keras_txl.training.evaluation import evaluation_model
 from keras_txl.training.evaluation import per_token_losses
 from keras_txl.training.evaluation import text_streams
@@ -227,3 +228,74 @@ def context_losses(lm, token_ids, context_lengths, batch_size, segment_length):
         )  # (B, scored)
         result[c] = losses[:, skip:].reshape(-1).astype("float64")
     return result
+
+
+def default_contexts(segment_length):
+    """The context lengths RECL measures by default: `T/2, T, ..., 3T`
+    (steps of `T/2`, at least 1)."""
+    step = max(1, segment_length // 2)
+    return list(range(step, 3 * segment_length + 1, step))
+
+
+def compare_contexts(
+    models,
+    token_ids,
+    segment_length,
+    contexts=None,
+    ratios=(0.1, 0.5, 1.0),
+    threshold=0.01,
+    batch_size=4,
+):
+    """RECL of a group of models on one text, and their bits per token at
+    each context length: what `keras-txl recl` reports, and the RECL of
+    each seed of `keras_txl.ablation.run_ablation`.
+
+    Args:
+        models: dict `{name: TransformerXLCausalLM}`, the group.
+        token_ids: 1-D int array, the evaluation text.
+        segment_length: int. Tokens per segment.
+        contexts: context lengths, or `None` (`default_contexts`).
+        ratios: the `r` of RECL.
+        threshold: float. The smallest relative gain that counts.
+        batch_size: int. Streams the text is read as.
+
+    Returns:
+        A dict: `contexts`, `threshold`, `recl` (`{str(r): {name: RECL}}`)
+        and `bpc_by_context` (`{name: {str(c): bits per token}}`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_txl.models import (
+    ...     TransformerXLBackbone, TransformerXLCausalLM)
+    >>> lm = TransformerXLCausalLM(TransformerXLBackbone(
+    ...     vocabulary_size=8, num_layers=1, num_heads=2, hidden_dim=8,
+    ...     head_dim=4, intermediate_dim=16, memory_length=4))
+    >>> ids = np.arange(64, dtype="int32") % 8
+    >>> found = compare_contexts({"lm": lm}, ids, 4, contexts=[2, 4],
+    ...                          ratios=[0.5], batch_size=2)
+    >>> found["recl"]["0.5"]["lm"] in (2, 4), sorted(found["bpc_by_context"])
+    (True, ['lm'])
+    """
+    if contexts is None:
+        contexts = default_contexts(segment_length)
+    losses = {
+        name: context_losses(
+            lm, token_ids, contexts, batch_size, segment_length
+        )
+        for name, lm in models.items()
+    }
+    return {
+        "contexts": list(contexts),
+        "threshold": threshold,
+        "recl": {
+            str(ratio): relative_effective_context_length(
+                losses, ratio, threshold
+            )
+            for ratio in ratios
+        },
+        "bpc_by_context": {
+            name: {str(c): bits_per_token(v) for c, v in by_c.items()}
+            for name, by_c in losses.items()
+        },
+    }

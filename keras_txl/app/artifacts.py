@@ -9,6 +9,7 @@ import shutil
 import keras
 
 from keras_txl.utils.run_folder import ASSETS_DIR
+from keras_txl.utils.run_folder import METRICS_FILE
 from keras_txl.utils.run_folder import MODEL_FILE
 from keras_txl.utils.run_folder import TASK_FILE
 from keras_txl.utils.run_folder import TOKENIZER_DIR
@@ -27,6 +28,16 @@ def write_json(path, value):
         json.dump(value, file, indent=2)
         file.write("\n")
     os.replace(temporary, path)
+
+
+def write_metrics(metrics, output, metrics_json):
+    """Writes `metrics` to `output/metrics.json` (`output` not `None`) and
+    to the file `metrics_json` (if given)."""
+    if output is not None:
+        path = os.path.join(output, METRICS_FILE)
+        write_json(path, metrics)
+    if metrics_json:
+        write_json(metrics_json, metrics)
 
 
 def read_json(path):

@@ -241,8 +241,8 @@ def _train_parser(subparsers):
 
 
 def _train(args):
-    from keras_txl.app.run import sigterm_as_interrupt
-    from keras_txl.app.run import train
+    from keras_txl.app.train_command import sigterm_as_interrupt
+    from keras_txl.app.train_command import train
     from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
@@ -595,8 +595,8 @@ def make_parser():
     _convert_parser(subparsers)
     _cache_parser(subparsers)
 
-    from keras_txl.app.ablation_cli import add_ablate_parser
-    from keras_txl.app.ablation_cli import add_recl_parser
+    from keras_txl.app.ablation_command import add_ablate_parser
+    from keras_txl.app.ablation_command import add_recl_parser
 
     add_ablate_parser(subparsers)
     add_recl_parser(subparsers)

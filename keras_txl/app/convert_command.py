@@ -3,8 +3,6 @@ scoring a sentence before and after."""
 
 import os
 
-import keras
-
 from keras_txl.app import artifacts
 from keras_txl.app.train_config import ConfigError
 from keras_txl.utils import run_folder
@@ -19,12 +17,14 @@ CHECK_SENTENCE = (
 
 def sentence_log_probabilities(lm, sentence):
     """Log-probability of each token of `sentence` after the ones before
-    it (float64 array of length tokens - 1), from an empty memory: with
+    it (float64 array of length tokens - 1), from an empty memory, by
+    `keras_txl.training.evaluation.per_token_losses` (one segment): with
     `lm.preprocessor`'s tokenizer, or for a model without one the ids
     `0, 1, 2, ...` (modulo the vocabulary)."""
     import numpy as np
 
     from keras_txl import data
+    from keras_txl.training.evaluation import per_token_losses
 
     vocabulary_size = lm.backbone.vocabulary_size
     if lm.preprocessor is not None:
@@ -32,11 +32,8 @@ def sentence_log_probabilities(lm, sentence):
     else:
         ids = np.arange(len(sentence.split())) % vocabulary_size
     ids = np.asarray(ids, "int32")[None]  # (1, tokens)
-    logits, _ = lm.call_with_memory(ids[:, :-1])
-    logits = keras.ops.convert_to_numpy(logits).astype("float64")[0]
-    logits = logits - logits.max(-1, keepdims=True)
-    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    return log_probs[np.arange(ids.shape[1] - 1), ids[0, 1:]]
+    losses = per_token_losses(lm, ids, segment_length=ids.shape[1] - 1)
+    return -losses[0].astype("float64")
 
 
 def convert(source, out_dir, overwrite=False, log=print):

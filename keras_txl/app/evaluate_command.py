@@ -1,50 +1,16 @@
 """`keras-txl evaluate`: bits per character of a saved model on a whole
-text, and the helpers that training's validation shares with it (the
-ordered segments of a text, the metrics file, the unit of a token)."""
+text."""
 
 import os
 
 from keras_txl.app import artifacts
+from keras_txl.app.text_segments import eval_batch_size
+from keras_txl.app.text_segments import ordered_segments
+from keras_txl.app.text_segments import token_unit
 from keras_txl.app.train_config import ConfigError
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
 from keras_txl.utils import run_folder
-
-
-def eval_batch_size(num_tokens, batch_size, segment_length):
-    """Streams for evaluation: at most `batch_size`, each of at least four
-    segments when the text allows it (so that the memory has context)."""
-    return max(1, min(batch_size, (num_tokens - 1) // (4 * segment_length)))
-
-
-def ordered_segments(
-    token_ids, batch_size, segment_length, vocabulary_size, part
-):
-    """The `tf.data` of ordered `(inputs, targets)` batches of
-    `token_ids`; a text too short for one batch raises `CorpusError`
-    naming `part` ("training", "validation", ...)."""
-    from keras_txl import data
-
-    try:
-        data.segment_info(len(token_ids), batch_size, segment_length)
-    except data.CorpusError as error:
-        raise data.CorpusError(f"The {part} text is too short. {error}")
-    return data.segment_dataset(
-        token_ids,
-        batch_size,
-        segment_length,
-        vocabulary_size=vocabulary_size,
-    )
-
-
-def write_metrics(metrics, output, metrics_json):
-    """Writes `metrics` to `output/metrics.json` (`output` not `None`) and
-    to the file `metrics_json` (if given)."""
-    if output is not None:
-        path = os.path.join(output, run_folder.METRICS_FILE)
-        artifacts.write_json(path, metrics)
-    if metrics_json:
-        artifacts.write_json(metrics_json, metrics)
 
 
 def evaluate(
@@ -187,7 +153,7 @@ def evaluate(
             log=log,
             **dynamic,
         )
-        write_metrics(result, None, metrics_json)
+        artifacts.write_metrics(result, None, metrics_json)
         return result
     # A text file is one document: read once, with its memory, unless
     # --streams cuts it.
@@ -239,31 +205,8 @@ def evaluate(
         f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "
         f"segments of {length}, {len(ids):,} tokens)"
     )
-    write_metrics(result, None, metrics_json)
+    artifacts.write_metrics(result, None, metrics_json)
     return result
-
-
-def token_unit(tokenizer):
-    """What one token of `tokenizer` is, for "bits per ...": `"byte"`,
-    `"character"`, `"word"` or `"token"`."""
-    import keras_hub
-
-    from keras_txl.models import CharacterTokenizer
-    from keras_txl.models import TransformerXLTokenizer
-
-    tokenizers = keras_hub.tokenizers
-    if isinstance(tokenizer, tokenizers.ByteTokenizer):
-        return "byte"
-    if isinstance(
-        tokenizer,
-        (CharacterTokenizer, tokenizers.UnicodeCodepointTokenizer),
-    ):
-        return "character"
-    if isinstance(
-        tokenizer, (tokenizers.WordPieceTokenizer, TransformerXLTokenizer)
-    ):
-        return "word"
-    return "token"
 
 
 def _write_token_losses(path, losses):

@@ -75,6 +75,32 @@ def plot_bpc_vs_memory(table, path, segment_length, training_memory_length):
     pyplot.close(figure)
 
 
+def plot_lines(series, xlabel, path):
+    """One PNG of lines `{label: (x, y)}` in bits per character (the
+    pictures of `keras-txl ablate`).
+
+    Args:
+        series: dict `{label: (x, y)}`.
+        xlabel: the x axis's label.
+        path: the PNG to write.
+
+    Returns:
+        `path`.
+    """
+    pyplot = _pyplot()
+    figure, axes = pyplot.subplots(figsize=(7, 4), dpi=100)
+    for label, (x, y) in series.items():
+        axes.plot(x, y, marker="o" if len(x) < 30 else None, label=label)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("bits per character")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    _save(figure, path)
+    pyplot.close(figure)
+    return path
+
+
 def _save(figure, path):
     path = os.fspath(path)
     temporary = f"{path}.tmp-{os.getpid()}.png"

@@ -128,3 +128,29 @@ def test_context_losses_see_exactly_c_tokens():
             )
             expected = _nll(logits[:, -1:], ids[None, n + 6 : n + 7])[0, 0]
             np.testing.assert_allclose(losses[c][n], expected, atol=1e-5)
+
+
+def test_compare_contexts_is_recl_of_the_context_losses():
+    from keras_txl.ablation import compare_contexts
+    from keras_txl.training.evaluation import bits_per_token
+
+    models = {"one": _lm(num_layers=1), "two": _lm(num_layers=1, seed=3)}
+    ids = np.random.default_rng(2).integers(0, 20, 41).astype("int32")
+    found = compare_contexts(
+        models, ids, 4, contexts=[2, 4], ratios=[0.5, 1.0], batch_size=2
+    )
+    losses = {
+        name: context_losses(lm, ids, [2, 4], 2, 4)
+        for name, lm in models.items()
+    }
+    assert found["contexts"] == [2, 4]
+    assert found["threshold"] == 0.01
+    assert found["recl"] == {
+        "0.5": relative_effective_context_length(losses, 0.5),
+        "1.0": relative_effective_context_length(losses, 1.0),
+    }
+    for name in models:
+        for c in (2, 4):
+            assert found["bpc_by_context"][name][str(c)] == pytest.approx(
+                bits_per_token(losses[name][c])
+            )

@@ -1,15 +1,10 @@
 import json
 
-import keras
 import pytest
 
-from keras_txl.ablation import measure_step_cost
-from keras_txl.app.ablation_cli import ablate_main
-from keras_txl.app.ablation_cli import recl_main
+from keras_txl.app.ablation_command import ablate_main
+from keras_txl.app.ablation_command import recl_main
 from tests.test_case import DATA
-from tests.tiny_models import backbone_config
-
-TINY = backbone_config(num_layers=1)
 
 
 @pytest.mark.slow
@@ -78,12 +73,3 @@ def test_ablate_writes_the_table_pictures_and_metrics(tmp_path, capsys):
     recl = json.loads(recl_json.read_text())["recl"]
     assert set(recl["0.1"]) == {"recurrence_relative"}
     assert recl["0.1"]["recurrence_relative"] in (2, 4)
-
-
-@pytest.mark.backend_dependent
-def test_step_cost_is_measured():
-    cost = measure_step_cost(TINY, 2, 4, 1, steps=1, isolate=False)
-    assert cost["seconds_per_step"] > 0
-    assert cost["tokens_per_step"] == 8
-    if keras.config.backend() == "jax":
-        assert cost["xla_temp_bytes"] > 0

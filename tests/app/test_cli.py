@@ -286,7 +286,7 @@ _TWO_DEVICES = """
 import contextlib, io, json, os, shutil, sys
 import keras
 import numpy as np
-from keras_txl.app import run
+from keras_txl.app import train_command
 from keras_txl.app.cli import main
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.training import TrainingCheckpoint
@@ -322,11 +322,12 @@ class StopAfterThree(keras.callbacks.Callback):
         self.model.stop_training = self.seen == 3
 
 
-# `keras-txl train` calls `run.train(config)`: this one stops after 3 steps.
-train = run.train
-run.train = lambda config: train(config, callbacks=[StopAfterThree()])
+# `keras-txl train` calls `train_command.train(config)`: this one stops
+# after 3 steps.
+train = train_command.train
+train_command.train = lambda config: train(config, callbacks=[StopAfterThree()])
 report["stopped"] = cli("run", "--sample-tokens", "0")
-run.train = train
+train_command.train = train
 stopped = os.path.join(folder, "run")
 checkpoint = os.path.join(stopped, "checkpoint")
 report["stopped_at"] = TrainingCheckpoint.read_state(checkpoint)["step"]
@@ -345,7 +346,7 @@ for control in ("lost", "swapped"):
 report["train"] = cli("run", "--sample-tokens", "0", "--resume")
 quiet = lambda line: None
 for control in ("lost", "swapped"):
-    resumed = run.fit_language_model(
+    resumed = train_command.fit_language_model(
         TrainConfig(output=os.path.join(folder, control), resume=True,
                     verbose=0),
         log=quiet,

@@ -11,8 +11,8 @@ import pytest
 
 from keras_txl.app import artifacts
 from keras_txl.app.cli import make_parser
-from keras_txl.app.run import fit_language_model
-from keras_txl.app.run import train
+from keras_txl.app.train_command import fit_language_model
+from keras_txl.app.train_command import train
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.training import MemoryReset

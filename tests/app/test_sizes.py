@@ -5,7 +5,7 @@ only, so no command takes `--preset` for a size."""
 import argparse
 
 from benchmarks import common
-from keras_txl.app.ablation_cli import add_ablate_parser
+from keras_txl.app.ablation_command import add_ablate_parser
 from keras_txl.app.cli import make_parser
 from keras_txl.app.sizes import SIZES
 from keras_txl.app.sizes import TRAIN_SIZES

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 
-from keras_txl.app.run import fit_language_model
+from keras_txl.app.train_command import fit_language_model
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.data import token_cache_entries
 
@@ -47,10 +47,10 @@ import sys
 import keras
 
 from keras_txl.app import cli
-from keras_txl.app import run
+from keras_txl.app import train_command
 
 pause_at = int(sys.argv[1])
-logging_callbacks = run._logging_callbacks
+logging_callbacks = train_command._logging_callbacks
 
 
 def with_pause(config, folder, history, *args):
@@ -65,7 +65,7 @@ def with_pause(config, folder, history, *args):
     return [*callbacks, Pause()], validation
 
 
-run._logging_callbacks = with_pause
+train_command._logging_callbacks = with_pause
 sys.exit(cli.main(sys.argv[2:]))
 """
 

@@ -1,7 +1,7 @@
-"""The results of `run_ablation` as markdown tables and PNG pictures."""
+"""The results of `run_ablation` as markdown tables, and the lines of
+its pictures (`keras-txl ablate` draws and writes them)."""
 
 import math
-import os
 
 import numpy as np
 
@@ -56,6 +56,26 @@ def markdown_report(results):
         A markdown string: the variants against the paper's findings, the
         memory sweep, RECL and the cost of backpropagating through the
         memory.
+
+    Example:
+
+    >>> run = dict(train_seconds=3.0, valid_bpc=2.5, valid_bpc_long=2.4,
+    ...            train_loss_last=1.7, train_loss_last_std=0.1,
+    ...            nonfinite_steps=0, seconds_per_step=0.01)
+    >>> results = {
+    ...     "config": dict(size="micro", segment_length=4, memory_length=4,
+    ...                    long_memory_length=8, steps=2, batch_size=2,
+    ...                    segments_per_step=2, tokens_per_step=16,
+    ...                    seeds=[0], backend="jax", eval_tokens=64,
+    ...                    eval_batch_size=2),
+    ...     "valid_bpc": {"recurrence_relative": 2.5},
+    ...     "training": {"recurrence_relative": [run], "memory_4": [run]},
+    ...     "memory_sweep": {"memory_lengths": [4], "long_memory_length": 8},
+    ...     "recl": {"by_ratio": {}},
+    ...     "cost": {},
+    ... }
+    >>> print(markdown_report(results).splitlines()[4])
+    | recurrence_relative | yes | relative (ours) | 2.5000 | 2.4000 | 3 | best |
     """
     config = results["config"]
     T, M = config["segment_length"], config["memory_length"]
@@ -164,44 +184,46 @@ def markdown_report(results):
     return "\n".join(lines) + "\n"
 
 
-def _plot(series, xlabel, path):
-    """One PNG of lines `{label: (x, y)}` of validation or training bpc."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    figure, axes = pyplot.subplots(figsize=(7, 4), dpi=100)
-    for label, (x, y) in series.items():
-        axes.plot(x, y, marker="o" if len(x) < 30 else None, label=label)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel("bits per character")
-    axes.grid(alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path)
-    pyplot.close(figure)
-    return path
+PICTURES = {
+    "ablation_training.png": "training step",
+    "ablation_memory_sweep.png": "training memory length M (tokens)",
+    "ablation_context.png": "context length (tokens)",
+}
 
 
-def save_plots(results, directory):
-    """Writes the pictures of a `run_ablation` result as PNG files.
+def picture_series(results):
+    """The lines of the pictures of a `run_ablation` result, in bits per
+    character:
 
     - `ablation_training.png`: training bits per character of every
       variant (first seed, moving average);
     - `ablation_memory_sweep.png`: validation bits per character against
       the training memory length, evaluated with it and with the long one;
     - `ablation_context.png`: validation bits per character against the
-      exact context length (the RECL measurements, first seed).
+      exact context length (the RECL measurements, first seed), when RECL
+      was measured.
 
     Args:
         results: the dict `run_ablation` returns.
-        directory: where to write (created if needed).
 
     Returns:
-        The list of paths written.
+        dict `{file name: {label: (x, y)}}`; `PICTURES` holds the x-axis
+        label of each file.
+
+    Example:
+
+    >>> results = {
+    ...     "valid_bpc": {"a": 1.0},
+    ...     "training": {"a": [{"loss_curve": [0.7, 0.6, 0.5]}]},
+    ...     "memory_sweep": {"memory_lengths": [0, 4],
+    ...                      "long_memory_length": 8,
+    ...                      "valid_bpc": {"0": 2.0, "4": 1.5},
+    ...                      "valid_bpc_long": {"0": 2.0, "4": 1.4}},
+    ...     "recl": {"bpc_by_context": []},
+    ... }
+    >>> sorted(picture_series(results))
+    ['ablation_memory_sweep.png', 'ablation_training.png']
     """
-    os.makedirs(directory, exist_ok=True)
     training = {}
     for name in results["valid_bpc"]:
         bits = np.asarray(results["training"][name][0]["loss_curve"])
@@ -209,43 +231,27 @@ def save_plots(results, directory):
         window = max(1, len(bits) // 20)
         smooth = np.convolve(bits, np.ones(window) / window, mode="valid")
         training[name] = (np.arange(window, len(bits) + 1), smooth)
-    paths = [
-        _plot(
-            training,
-            "training step",
-            os.path.join(directory, "ablation_training.png"),
-        )
-    ]
     sweep = results["memory_sweep"]
     lengths = sweep["memory_lengths"]
     long_memory = sweep["long_memory_length"]
-    paths.append(
-        _plot(
-            {
-                f"evaluated with {label}": (
-                    lengths,
-                    [sweep[key][str(m)] for m in lengths],
-                )
-                for key, label in (
-                    ("valid_bpc", "M"),
-                    ("valid_bpc_long", f"M = {long_memory}"),
-                )
-            },
-            "training memory length M (tokens)",
-            os.path.join(directory, "ablation_memory_sweep.png"),
-        )
-    )
+    pictures = {
+        "ablation_training.png": training,
+        "ablation_memory_sweep.png": {
+            f"evaluated with {label}": (
+                lengths,
+                [sweep[key][str(m)] for m in lengths],
+            )
+            for key, label in (
+                ("valid_bpc", "M"),
+                ("valid_bpc_long", f"M = {long_memory}"),
+            )
+        },
+    }
     by_context = results["recl"]["bpc_by_context"]
     if by_context:
         series = {}
         for name, values in by_context[0].items():
             contexts = sorted(int(c) for c in values)
             series[name] = (contexts, [values[str(c)] for c in contexts])
-        paths.append(
-            _plot(
-                series,
-                "context length (tokens)",
-                os.path.join(directory, "ablation_context.png"),
-            )
-        )
-    return paths
+        pictures["ablation_context.png"] = series
+    return pictures

@@ -3,7 +3,10 @@
 `keras_txl.app.cli` adds them to its subcommands with `add_ablate_parser` and
 `add_recl_parser`; each sets `run` (a function of the parsed arguments
 that returns the exit status), as the other subcommands do.
-`ablate_main(argv)` and `recl_main(argv)` run one of them alone.
+`ablate_main(argv)` and `recl_main(argv)` run one of them alone. The
+study itself is `keras_txl.ablation`'s (`run_ablation`,
+`compare_contexts`, `markdown_report`); here are its options, its
+printing and its files.
 
     keras-txl ablate --corpus FILE --steps N --segment-length T \\
         --batch-size B --size S --metrics-json FILE
@@ -15,7 +18,7 @@ import argparse
 import json
 import os
 
-from keras_txl.app.ablation_run import VARIANTS
+from keras_txl.ablation.study import VARIANTS
 from keras_txl.app.sizes import SIZES
 from keras_txl.app.sizes import describe
 
@@ -170,9 +173,12 @@ def add_ablate_parser(subparsers):
 
 def run_ablate_command(args):
     """Runs `keras-txl ablate` with parsed arguments; returns 0."""
-    from keras_txl.app.ablation_report import markdown_report
-    from keras_txl.app.ablation_report import save_plots
-    from keras_txl.app.ablation_run import run_ablation
+    from keras_txl.ablation import markdown_report
+    from keras_txl.ablation import run_ablation
+    from keras_txl.ablation.report import PICTURES
+    from keras_txl.ablation.report import picture_series
+    from keras_txl.app.plots import plot_lines
+    from keras_txl.app.sizes import size_arguments
 
     options = {
         key: getattr(args, key) if getattr(args, key) is not None else value
@@ -187,6 +193,7 @@ def run_ablate_command(args):
     options.update({k: v for k, v in optional.items() if v is not None})
     results = run_ablation(
         _read_corpus(args.corpus),
+        architecture=size_arguments(options["size"]),
         memory_length=args.memory_length,
         measure_cost=not args.no_cost,
         save_dir=args.save_models,
@@ -204,7 +211,10 @@ def run_ablate_command(args):
     table = markdown_report(results)
     with open(os.path.join(output, "ablation.md"), "w") as file:
         file.write(table)
-    results["pictures"] = save_plots(results, output)
+    results["pictures"] = [
+        plot_lines(series, PICTURES[name], os.path.join(output, name))
+        for name, series in picture_series(results).items()
+    ]
     if args.metrics_json:
         with open(args.metrics_json, "w") as file:
             json.dump(results, file, indent=1)
@@ -259,41 +269,31 @@ def run_recl_command(args):
     """Runs `keras-txl recl` with parsed arguments; returns 0."""
     import keras
 
-    from keras_txl import data
-    from keras_txl.ablation.recl import context_losses
-    from keras_txl.ablation.recl import relative_effective_context_length
-    from keras_txl.training.evaluation import bits_per_token
+    from keras_txl.ablation import compare_contexts
+    from keras_txl.ablation import validation_characters
 
-    corpus = _read_corpus(args.corpus)
-    tokenizer = data.make_tokenizer("char", corpus)
-    ids = data.corpus_ids(tokenizer, corpus.valid)[: args.eval_tokens]
-    T = args.segment_length
-    step = max(1, T // 2)
-    contexts = args.contexts or list(range(step, 3 * T + 1, step))
-    losses = {}
+    ids, vocabulary = validation_characters(
+        _read_corpus(args.corpus), args.eval_tokens
+    )
+    models = {}
     for path in args.models:
         lm = keras.saving.load_model(path, compile=False)
-        vocabulary = int(tokenizer.vocabulary_size())
         if lm.backbone.vocabulary_size != vocabulary:
             raise ValueError(
                 f"{path} has a vocabulary of {lm.backbone.vocabulary_size} "
                 f"tokens; the characters of the corpus make {vocabulary}. "
                 "Pass the corpus the model was trained on."
             )
-        name = os.path.splitext(os.path.basename(path))[0]
-        losses[name] = context_losses(lm, ids, contexts, args.batch_size, T)
-    results = {
-        "contexts": contexts,
-        "threshold": args.threshold,
-        "recl": {
-            str(r): relative_effective_context_length(losses, r, args.threshold)
-            for r in args.ratios
-        },
-        "bpc_by_context": {
-            name: {str(c): bits_per_token(v) for c, v in by_c.items()}
-            for name, by_c in losses.items()
-        },
-    }
+        models[os.path.splitext(os.path.basename(path))[0]] = lm
+    results = compare_contexts(
+        models,
+        ids,
+        args.segment_length,
+        contexts=args.contexts,
+        ratios=args.ratios,
+        threshold=args.threshold,
+        batch_size=args.batch_size,
+    )
     if args.metrics_json:
         with open(args.metrics_json, "w") as file:
             json.dump(results, file, indent=1)

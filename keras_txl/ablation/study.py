@@ -1,5 +1,7 @@
 """`run_ablation`: the ablations of Dai et al. (2019, Table 6 and section
-4.3) at small scale, every variant trained with the same budget and seed.
+4.3) at small scale, every variant trained with the same budget and seed:
+the variants, the seeds, the memory sweep, RECL and the cost of a step
+(`keras-txl ablate` parses its options, prints and writes the results).
 """
 
 import dataclasses
@@ -10,16 +12,16 @@ import keras
 import numpy as np
 
 from keras_txl import data
-from keras_txl.ablation import AblationTransformerXLBackbone
+from keras_txl.ablation.ablation_transformer_xl_backbone import (
+    AblationTransformerXLBackbone,
+)
 from keras_txl.ablation.cost import measure_step_cost
-from keras_txl.ablation.recl import context_losses
-from keras_txl.ablation.recl import relative_effective_context_length
+from keras_txl.ablation.recl import compare_contexts
+from keras_txl.ablation.recl import default_contexts
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
-from keras_txl.app.sizes import size_arguments
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.training import MemoryReset
-from keras_txl.training.evaluation import bits_per_token
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
@@ -146,7 +148,8 @@ def run_ablation(
     steps,
     segment_length,
     batch_size,
-    size="small",
+    architecture,
+    size=None,
     seed=0,
     num_seeds=1,
     memory_length=None,
@@ -167,7 +170,7 @@ def run_ablation(
     """Trains the ablation variants of Transformer-XL with the same budget
     and seed, evaluates them and returns every number.
 
-    The variants (`VARIANTS`), all with the `size` architecture, trained
+    The variants (`VARIANTS`), all with the `architecture`, trained
     for `steps` batches of `batch_size` rows of `segments_per_step`
     segments of `segment_length` tokens (`UnrolledSegmentsLM`), memory
     `memory_length` (default `T`):
@@ -200,8 +203,11 @@ def run_ablation(
         steps: int. Training steps of every model.
         segment_length: int. `T`.
         batch_size: int. Rows (streams) per training batch.
-        size: str. Model size, a name of
-            `keras_txl.app.sizes.SIZES`.
+        architecture: dict of backbone arguments of the model size
+            (`num_layers`, `num_heads`, `hidden_dim`, `head_dim`,
+            `intermediate_dim`, ...; the command takes them from the size
+            table, `keras_txl/app/sizes.py`).
+        size: optional name of the size, recorded in `"config"`.
         seed: int. Seed of the first run; run `s` uses `seed + s`.
         num_seeds: int. Runs of everything, each with its own seed.
         memory_length: int or None. `M` of the recurrent variants; None:
@@ -227,13 +233,29 @@ def run_ablation(
         A dict: `"valid_bpc"` (variant: mean over seeds), `"valid_bpc_long"`
         (each variant evaluated with `long_memory_length`),
         `"valid_bpc_per_seed"`, `"memory_sweep"`, `"recl"`, `"training"`
-        (per variant and seed: time, losses), `"cost"` and `"config"`.
+        (per variant and seed: time, losses), `"cost"` and `"config"`
+        (`keras_txl.ablation.markdown_report` makes its tables).
+
+    Example:
+
+    >>> from keras_txl import data
+    >>> corpus = data.load_corpus("builtin", None, 0.05, 0.05)
+    >>> results = run_ablation(
+    ...     corpus, steps=2, segment_length=4, batch_size=2, eval_tokens=64,
+    ...     architecture=dict(num_layers=1, num_heads=2, hidden_dim=8,
+    ...                       head_dim=4, intermediate_dim=16),
+    ...     variants=("recurrence_relative",), memory_sweep=(1.0,),
+    ...     recl_contexts=[4], eval_batch_size=2, measure_cost=False,
+    ...     log=None)
+    >>> list(results["valid_bpc"]), results["memory_sweep"]["memory_lengths"]
+    (['recurrence_relative'], [4])
     """
     log = log or (lambda line: None)
     plan = _Plan.check(
         steps=steps,
         segment_length=segment_length,
         batch_size=batch_size,
+        architecture=architecture,
         size=size,
         seed=seed,
         num_seeds=num_seeds,
@@ -286,6 +308,7 @@ class _Plan:
         steps,
         segment_length,
         batch_size,
+        architecture,
         size,
         seed,
         num_seeds,
@@ -322,14 +345,13 @@ class _Plan:
             )
         sweep = sorted({int(round(f * T)) for f in memory_sweep})
         if recl_contexts is None:
-            step = max(1, T // 2)
-            recl_contexts = range(step, 3 * T + 1, step)
+            recl_contexts = default_contexts(T)
         return cls(
             steps=steps,
             T=T,
             batch_size=check_positive_int("batch_size", batch_size),
             size=size,
-            architecture=size_arguments(size),
+            architecture=dict(architecture),
             seeds=tuple(seed + s for s in range(num_seeds)),
             M=M,
             segments_per_step=segments_per_step,
@@ -348,6 +370,32 @@ class _Plan:
             recl_contexts=sorted(int(c) for c in recl_contexts),
             variants=tuple(variants),
         )
+
+
+def validation_characters(corpus, eval_tokens):
+    """`(ids, vocabulary_size)`: the first `eval_tokens` characters of the
+    validation part of `corpus`, tokenized by characters over the whole
+    corpus as `run_ablation` tokenizes it (what `keras-txl recl` scores
+    the saved models of `keras-txl ablate --save-models` on).
+
+    Args:
+        corpus: a `keras_txl.data.load_corpus` corpus.
+        eval_tokens: int. Characters kept (at most).
+
+    Returns:
+        `(ids, vocabulary_size)`: 1-D int array and int.
+
+    Example:
+
+    >>> from keras_txl import data
+    >>> corpus = data.load_corpus("builtin", None, 0.05, 0.05)
+    >>> ids, size = validation_characters(corpus, 64)
+    >>> len(ids), size > 50
+    (64, True)
+    """
+    tokenizer = data.make_tokenizer("char", corpus)
+    ids = data.corpus_ids(tokenizer, corpus.valid)[:eval_tokens]
+    return ids, int(tokenizer.vocabulary_size())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -441,26 +489,18 @@ def _add_recl(plan, corpus, models, run_seed, recl, log):
     if not group or not plan.recl_ratios:
         return
     log(f"[seed {run_seed}] RECL of {group} at {plan.recl_contexts}")
-    losses = {
-        name: context_losses(
-            models[name],
-            corpus.valid_ids,
-            plan.recl_contexts,
-            plan.eval_batch_size,
-            plan.T,
-        )
-        for name in group
-    }
-    for ratio in plan.recl_ratios:
-        found = relative_effective_context_length(losses, ratio)
-        for name, value in found.items():
-            recl.setdefault(str(ratio), {}).setdefault(name, []).append(value)
-    recl.setdefault("bpc_by_context", []).append(
-        {
-            name: {str(c): bits_per_token(v) for c, v in by_c.items()}
-            for name, by_c in losses.items()
-        }
+    found = compare_contexts(
+        {name: models[name] for name in group},
+        corpus.valid_ids,
+        plan.T,
+        contexts=plan.recl_contexts,
+        ratios=plan.recl_ratios,
+        batch_size=plan.eval_batch_size,
     )
+    for ratio, by_name in found["recl"].items():
+        for name, value in by_name.items():
+            recl.setdefault(ratio, {}).setdefault(name, []).append(value)
+    recl.setdefault("bpc_by_context", []).append(found["bpc_by_context"])
 
 
 def _step_costs(plan, corpus, log):

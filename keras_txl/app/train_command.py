@@ -1,7 +1,7 @@
 """`keras-txl train`: a training run, from its corpus to its saved
-preset, checkpoints, metrics and sample (`keras_txl.app.evaluate_command`,
-`generate_command` and `convert_command` run the other subcommands; the
-names of a run's files are `keras_txl.utils.run_folder`'s).
+preset, checkpoints, metrics and sample (the other subcommands are the
+other `keras_txl.app.*_command` modules; the names of a run's files are
+`keras_txl.utils.run_folder`'s).
 
 Each function takes plain arguments, prints its progress through `log`
 and returns its results as a dict, so that the command line
@@ -19,16 +19,15 @@ import time
 import keras
 
 from keras_txl.app import artifacts
-from keras_txl.app.evaluate_command import eval_batch_size
-from keras_txl.app.evaluate_command import ordered_segments
-from keras_txl.app.evaluate_command import token_unit
-from keras_txl.app.evaluate_command import write_metrics
 from keras_txl.app.plots import plot_bpc_vs_memory
 from keras_txl.app.plots import plot_training_curve
 from keras_txl.app.sampling import generate_text
 from keras_txl.app.sampling import make_sampler
 from keras_txl.app.sizes import TRAIN_SIZES
 from keras_txl.app.sizes import build_language_model
+from keras_txl.app.text_segments import eval_batch_size
+from keras_txl.app.text_segments import ordered_segments
+from keras_txl.app.text_segments import token_unit
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.distribute import device_budget
@@ -606,7 +605,7 @@ def train(config, callbacks=(), log=print):
         "sample": sample,
         "config": run_config,
     }
-    write_metrics(metrics, output, config.metrics_json)
+    artifacts.write_metrics(metrics, output, config.metrics_json)
     log(
         f"Saved the model and its tokenizer as a keras-hub preset in "
         f"{config.output} (TransformerXLCausalLM.from_preset("

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from keras_txl.app import artifacts
-from keras_txl.app.run import _prepare_output
-from keras_txl.app.run import eval_memory_lengths
-from keras_txl.app.run import fit_language_model
+from keras_txl.app.train_command import _prepare_output
+from keras_txl.app.train_command import eval_memory_lengths
+from keras_txl.app.train_command import fit_language_model
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
 
