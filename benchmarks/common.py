@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: presets, FLOP counts, timing, memory.
+"""Shared pieces of the benchmarks: sizes, FLOP counts, timing, RSS, the
+child processes and the compiled calls.
 
 Importing this module imports `keras_txl` and so `keras`, which fixes the
 backend: set `KERAS_BACKEND` before importing it.
@@ -8,56 +9,56 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import time
 
-from keras_txl.app.presets import ARCHITECTURES
+from keras_txl.app.sizes import SIZES as MODEL_SIZES
 
-# Model presets: a size of `keras_txl.app.presets.ARCHITECTURES`, of the
-# same name, with the segment, memory, batch and vocabulary of the
-# measurement.
-# `reference` is the configuration of the speed goals: 4 layers, hidden 256,
-# 8 heads x 32, intermediate 1024, T = M = 128, batch 16, a byte
-# vocabulary. `base` is the paper's 12-layer enwik8 model with shorter
-# segments (the paper's T = M = 512 takes minutes a step on 2 CPU cores).
-PRESETS = {
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The benchmarks' sizes: a model size of `keras_txl.app.sizes.SIZES`, of
+# the same name, with the segment, memory, batch and vocabulary of the
+# measurement. `reference` is the configuration of the speed goals: 4
+# layers, hidden 256, 8 heads x 32, intermediate 1024, T = M = 128, batch
+# 16, a byte vocabulary. `base` is the paper's 12-layer enwik8 model with
+# shorter segments (the paper's T = M = 512 takes minutes a step on 2 CPU
+# cores).
+SIZES = {
     name: dict(
-        ARCHITECTURES[size],
+        MODEL_SIZES[name],
         segment_length=length,
         memory_length=length,
         batch_size=batch,
         vocabulary_size=256,
     )
-    for name, size, length, batch in (
-        ("micro", "micro", 8, 2),
-        ("small", "small", 32, 8),
-        ("reference", "reference", 128, 16),
-        ("base", "base", 256, 8),
+    for name, length, batch in (
+        ("micro", 8, 2),
+        ("small", 32, 8),
+        ("reference", 128, 16),
+        ("base", 256, 8),
     )
 }
 # NVIDIA's Transformer-XL "base" (DeepLearningExamples, run_wt103_base.sh:
 # 16 layers, d_model 512, 8 heads x 64, d_inner 2048, T = M = 192, batch
-# 32 per GPU), with a byte vocabulary: the GPU pass (benchmarks/gpu_pass.py).
+# 32 per GPU), with a byte vocabulary: the GPU pass (`throughput gpu`).
 # A peer's configuration, not one of keras-txl's model sizes: kept out of
-# `PRESETS`, whose names are `keras_txl.app.presets.ARCHITECTURES`'.
-PEER_PRESETS = {}
-PEER_PRESETS["nvidia_base"] = dict(
-    num_layers=16,
-    num_heads=8,
-    hidden_dim=512,
-    head_dim=64,
-    intermediate_dim=2048,
-    segment_length=192,
-    memory_length=192,
-    batch_size=32,
-    vocabulary_size=256,
-)
+# `SIZES`, whose names are `keras_txl.app.sizes.SIZES`'.
+PEER_SIZES = {
+    "nvidia_base": dict(
+        num_layers=16,
+        num_heads=8,
+        hidden_dim=512,
+        head_dim=64,
+        intermediate_dim=2048,
+        segment_length=192,
+        memory_length=192,
+        batch_size=32,
+        vocabulary_size=256,
+    )
+}
 
-DATA_PATH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "data",
-    "tinyshakespeare.txt",
-)
+DATA_PATH = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 
 
 def forward_flops_per_token(
@@ -96,24 +97,24 @@ def forward_flops_per_token(
     return num_layers * per_layer + 2 * d * vocabulary_size
 
 
-def training_flops_per_token(**preset):
+def training_flops_per_token(**size):
     """Forward + backward = 3 x forward (the usual estimate)."""
-    return 3 * forward_flops_per_token(**preset)
+    return 3 * forward_flops_per_token(**size)
 
 
-def make_backbone(preset, dtype="float32", dropout=0.0, **options):
-    """A `TransformerXLBackbone` of a preset's dimensions; `options` go to
-    its constructor (e.g. `clamp_length`, `same_length`)."""
+def make_backbone(size, dtype="float32", dropout=0.0, **options):
+    """A `TransformerXLBackbone` of a size's dimensions (a `SIZES` dict);
+    `options` go to its constructor (`clamp_length`, `same_length`)."""
     from keras_txl.models import TransformerXLBackbone
 
     return TransformerXLBackbone(
-        vocabulary_size=preset["vocabulary_size"],
-        num_layers=preset["num_layers"],
-        num_heads=preset["num_heads"],
-        hidden_dim=preset["hidden_dim"],
-        head_dim=preset["head_dim"],
-        intermediate_dim=preset["intermediate_dim"],
-        memory_length=preset["memory_length"],
+        vocabulary_size=size["vocabulary_size"],
+        num_layers=size["num_layers"],
+        num_heads=size["num_heads"],
+        hidden_dim=size["hidden_dim"],
+        head_dim=size["head_dim"],
+        intermediate_dim=size["intermediate_dim"],
+        memory_length=size["memory_length"],
         dropout=dropout,
         dtype=dtype,
         **options,
@@ -247,7 +248,7 @@ def to_dataset(x, y, repeat=1):
 
 
 def add_common_args(parser):
-    parser.add_argument("--preset", default="reference", choices=PRESETS)
+    parser.add_argument("--size", default="reference", choices=SIZES)
     parser.add_argument(
         "--dtype",
         default="float32",
@@ -258,3 +259,72 @@ def add_common_args(parser):
 
 def log(*args):
     print(*args, file=sys.stderr, flush=True)
+
+
+def run_module(module, args, backend, timeout=None, python=None):
+    """Runs `benchmarks.<module>` in a child process on `backend` (or the
+    script under another `python`: a peer's environment). Returns
+    `(results, error, command)`: its RESULT lines, the last lines of its
+    stderr when it failed (else None), and the command as text."""
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    if python:
+        command = [python, os.path.join(ROOT, "benchmarks", f"{module}.py")]
+        env.pop("PYTHONPATH", None)
+    else:
+        command = [sys.executable, "-m", f"benchmarks.{module}"]
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    command += [str(a) for a in args]
+    text = f"KERAS_BACKEND={backend} " + " ".join(["python"] + command[1:])
+    log(f"$ {text}")
+    try:
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return [], f"timeout after {timeout} s", text
+    results = parse_results(done.stdout)
+    error = None
+    if done.returncode != 0:
+        error = "\n".join(done.stderr.strip().splitlines()[-3:])
+        log("  failed: " + error.replace("\n", " | "))
+    return results, error, text
+
+
+def compiled(fn, lm, xla=False):
+    """`(fn compiled, sync)` the way the backend runs a model: `jax.jit`
+    with the weights passed as arguments (not baked in as constants), a
+    `tf.function` (with XLA if `xla`), eager torch under `no_grad`;
+    `sync(x)` waits for `x`."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        variables = lm.variables
+        values = [v.value for v in variables]
+
+        def pure(values, *args):
+            with keras.StatelessScope(
+                state_mapping=list(zip(variables, values))
+            ):
+                return fn(*args)
+
+        jitted = jax.jit(pure)
+        return lambda *args: jitted(values, *args), jax.block_until_ready
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=xla), lambda x: x
+    import torch
+
+    def eager(*args):
+        with torch.no_grad():
+            return fn(*args)
+
+    return eager, lambda x: x

@@ -14,7 +14,7 @@ its peak resident memory (`ru_maxrss`) is its own:
   states in, logits and the summed negative log-likelihood out: what
   `evaluate` and `score` run. Every segment projects the keys and values
   of all M + T context rows again.
-- `kv_reuse` (keras-txl): `TransformerXLBackbone.call_with_key_value_cache`
+- `kv_reuse` (keras-txl): `TransformerXLCausalLM.call_with_key_value_cache`
   (what `generate()` runs): the memory's keys and values are carried
   instead of its hidden states, and a segment projects only its own T
   rows. Exact: a memory row's keys and values depend only on its hidden
@@ -38,13 +38,10 @@ authors' code, and kv_reuse over plain per backend):
 
 import argparse
 import os
-import subprocess
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The paper's wt103 evaluation: tgt_len, mem_len, clamp_len, same_length.
 PAPER = dict(segment_length=128, memory_length=1600, clamp_length=1000)
 MODES = ("plain", "kv_reuse")
@@ -82,15 +79,15 @@ def build(batch_size, memory_length):
     from benchmarks import common
     from keras_txl.models import TransformerXLCausalLM
 
-    preset = common.PRESETS["reference"]
+    size = common.SIZES["reference"]
     backbone = common.make_backbone(
-        dict(preset, memory_length=memory_length),
+        dict(size, memory_length=memory_length),
         clamp_length=PAPER["clamp_length"],
         same_length=True,
     )
     lm = TransformerXLCausalLM(backbone)
     lm.build()  # the output layer's weights
-    return lm, preset
+    return lm, size
 
 
 def _nll_sum(lm, hidden, targets):
@@ -108,7 +105,6 @@ def step_functions(lm, segment_length, memory_length):
     """`{mode: fn(token_ids, targets, state) -> (nll_sum, state)}`:
     the two ways of evaluating a segment, uncompiled."""
     backbone = lm.backbone
-    position_keys = None
 
     def plain(token_ids, targets, state):
         from keras import ops
@@ -125,46 +121,10 @@ def step_functions(lm, segment_length, memory_length):
         return _nll_sum(lm, out["sequence_output"], targets), new
 
     def kv_reuse(token_ids, targets, state):
-        nonlocal position_keys
-        hidden, cache = backbone.call_with_key_value_cache(
-            token_ids, state, position_keys
-        )
+        _, hidden, cache = lm.call_with_key_value_cache(token_ids, state)
         return _nll_sum(lm, hidden, targets), cache
 
     return {"plain": plain, "kv_reuse": kv_reuse}
-
-
-def compile_step(fn, lm):
-    """`fn` compiled the way the backend runs a model: `jax.jit` (weights
-    passed as arguments, not baked in as constants) or a `tf.function`
-    without XLA (what `jit_compile="auto"` resolves to on a CPU)."""
-    import keras
-
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        variables = lm.variables
-        values = [v.value for v in variables]
-
-        def pure(values, *args):
-            mapping = list(zip(variables, values))
-            with keras.StatelessScope(state_mapping=mapping):
-                return fn(*args)
-
-        jitted = jax.jit(pure)
-        return lambda *args: jitted(values, *args), jax.block_until_ready
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn, jit_compile=False), lambda x: x
-    import torch
-
-    def eager(*args):
-        with torch.no_grad():
-            return fn(*args)
-
-    return eager, lambda x: x
 
 
 def initial_state(lm, mode, batch_size, memory_length, seed=0):
@@ -185,7 +145,7 @@ def initial_state(lm, mode, batch_size, memory_length, seed=0):
         ),
     }
     if mode == "kv_reuse":
-        return backbone.key_value_cache(memory)
+        return lm.key_value_cache(memory)
     return memory
 
 
@@ -194,14 +154,14 @@ def run_child(args):
 
     from benchmarks import common
 
-    lm, preset = build(args.batch_size, args.memory_length)
+    lm, size = build(args.batch_size, args.memory_length)
     t, b, m = PAPER["segment_length"], args.batch_size, args.memory_length
     fn = step_functions(lm, t, m)[args.child]
-    step, sync = compile_step(fn, lm)
+    step, sync = common.compiled(fn, lm)
     state = initial_state(lm, args.child, b, m)
     rng = np.random.default_rng(1)
     tokens = rng.integers(
-        0, preset["vocabulary_size"], (args.warmup + args.segments, b, t + 1)
+        0, size["vocabulary_size"], (args.warmup + args.segments, b, t + 1)
     ).astype("int32")
     baseline_rss = common.current_rss_mib()
     for i in range(args.warmup):
@@ -217,7 +177,7 @@ def run_child(args):
     cpu = time.process_time() - cpu
     count = b * t * args.segments
     cores = os.cpu_count() or 1
-    dims = dict(preset, batch_size=b, segment_length=t, memory_length=m)
+    dims = dict(size, batch_size=b, segment_length=t, memory_length=m)
     common.emit(
         {
             "benchmark": "paper_eval",
@@ -240,7 +200,7 @@ def run_child(args):
             "memory_length": m,
             "same_length": True,
             "model": {
-                k: preset[k]
+                k: size[k]
                 for k in (
                     "num_layers",
                     "hidden_dim",
@@ -259,57 +219,16 @@ def run_child(args):
 # === The pass (parent process) ===
 
 
-def child_command(args, backend, mode):
-    command = [sys.executable, "-m", "benchmarks.paper_eval", "--child", mode]
-    command += [
-        "--batch-size",
-        str(args.batch_size),
-        "--segments",
-        str(args.segments),
-        "--warmup",
-        str(args.warmup),
-        "--memory-length",
-        str(args.memory_length),
-    ]
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return command, env
-
-
-def peer_command(args):
-    command = [
-        args.peer_python,
-        os.path.join(ROOT, "benchmarks", "peers.py"),
-        "--what",
-        "paper_eval",
-        "--authors-code",
-        args.authors_code,
-        "--paper-batch",
-        str(args.batch_size),
-        "--paper-mem-len",
-        str(args.memory_length),
-        "--steps",
-        str(args.segments),
-        "--warmup",
-        str(args.warmup),
-    ]
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    return command, env
-
-
-def run(command, env, log):
+def run(module, argv, backend, python=None):
+    """One configuration in a child process: its RESULT lines, or an
+    error line."""
     from benchmarks import common
 
-    log("$ " + " ".join(command[1:]))
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True
+    results, error, command = common.run_module(
+        module, argv, backend, python=python
     )
-    results = common.parse_results(done.stdout)
-    if done.returncode != 0 or not results:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        log(f"  failed: {tail}")
-        return [{"benchmark": "paper_eval", "error": tail, "command": command}]
+    if error or not results:
+        return [{"benchmark": "paper_eval", "error": error, "command": command}]
     return results
 
 
@@ -375,11 +294,17 @@ def main(argv=None):
             "authors' code runs under the peer's Python), or neither"
         )
     results = []
+    lengths = ["--segments", args.segments, "--warmup", args.warmup]
+    child = ["--batch-size", args.batch_size, *lengths]
+    child += ["--memory-length", args.memory_length]
     for backend in [b for b in args.backends.split(",") if b]:
         for mode in [m for m in args.modes.split(",") if m]:
-            results += run(*child_command(args, backend, mode), common.log)
+            results += run("paper_eval", ["--child", mode, *child], backend)
     if args.peer_python:
-        results += run(*peer_command(args), common.log)
+        peer = ["--what", "paper_eval", "--authors-code", args.authors_code]
+        peer += ["--paper-batch", args.batch_size]
+        peer += ["--paper-mem-len", args.memory_length, "--steps"] + lengths[1:]
+        results += run("peers", peer, "peer", python=args.peer_python)
     for r in results:
         common.emit(r)
     common.emit(summary(results))
