@@ -328,3 +328,120 @@ def compiled(fn, lm, xla=False):
             return fn(*args)
 
     return eager, lambda x: x
+
+
+# === The tables of docs/benchmarks.md: declared as data, one writer ===
+
+
+def fmt(value, digits=0):
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def pct(value):
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def cell(spec, names):
+    """A cell writer from its text: `name()`, the function `names[name]`
+    of the row; or `key[.key...][:FORMAT[:SUFFIX]]`, the value at the key
+    path by `fmt` with FORMAT digits (FORMAT ".2f" and the like:
+    `format(value, FORMAT)`), SUFFIX after it."""
+    if spec.endswith("()"):
+        return names[spec[:-2]]
+    path, digits, suffix = spec.split(":") + ["0", ""][spec.count(":") :]
+
+    def write(row):
+        value = row
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            return "-"
+        if digits.startswith("."):
+            return format(value, digits) + suffix
+        return fmt(value, int(digits)) + suffix
+
+    return write
+
+
+def columns(text, names):
+    """`[(header, cell, right-aligned)]` from lines `header | cell [| r]`
+    ("r": a number column)."""
+    out = []
+    for line in text.strip().splitlines():
+        header, spec, *align = [part.strip() for part in line.split(" | ")]
+        out.append((header, cell(spec, names), align == ["r"]))
+    return out
+
+
+def kind(name, **match):
+    """The results of benchmark `name` (with the values of `match`)."""
+    match["benchmark"] = name
+    return lambda results: [
+        r for r in results if all(r.get(k) == v for k, v in match.items())
+    ]
+
+
+def nested(name, last=False):
+    """The rows under "rows" of each result of benchmark `name` (of the
+    last one only if `last`), each with its result's backend."""
+
+    def rows(results):
+        found = kind(name)(results)[-1:] if last else kind(name)(results)
+        return [
+            dict(row, backend=r.get("backend"))
+            for r in found
+            for row in r["rows"]
+        ]
+
+    return rows
+
+
+def table(spec, results, names):
+    """Markdown of one table: `spec` is `(rows, columns[, intro])`, the
+    rows a function of the results, the columns text of `columns`, the
+    intro a paragraph (text, or a function of the results); or a
+    function of the results alone, a paragraph. `None`: nothing to say."""
+    if callable(spec):
+        return spec(results)
+    rows, text, *intro = spec
+    rows = rows(results)
+    if not rows:
+        return None
+    cols = columns(text, names)
+    lines = [i if isinstance(i, str) else i(results) for i in intro]
+    lines += [""] if intro else []
+    lines += [
+        "| " + " | ".join(header for header, _, _ in cols) + " |",
+        "|" + "|".join("---:" if right else "---" for *_, right in cols) + "|",
+    ]
+    lines += ["| " + " | ".join(c(r) for _, c, _ in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def config(r):
+    """A `fit` result's configuration, as the tables name it."""
+    jit = r.get("jit_compile")
+    label = f"jit={jit}"
+    if jit == "auto":
+        label += f" ({'XLA' if r.get('resolved_jit_compile') else 'no XLA'})"
+    if r.get("backend") == "jax":
+        label = "jit"
+    if r.get("steps_per_execution", 1) != 1:
+        label += f", spe={r['steps_per_execution']}"
+    if r.get("dropout") != 0.1:
+        label += f", dropout={r.get('dropout')}"
+    return label
+
+
+def size_of(r):
+    return r.get("size", r.get("preset"))  # "preset": results before #lean
+
+
+def section(spec, results, names):
+    """The tables of a section (`{"title", "tables"[, "image", "empty"]}`),
+    or its `empty` text when none has anything to say."""
+    parts = [table(t, results, names) for t in spec["tables"]]
+    parts = [p for p in parts if p is not None]
+    return "\n\n".join(parts) if parts else spec.get("empty", "(not run)")

@@ -1,28 +1,9 @@
-"""Runs the benchmark suite, one subprocess per backend and configuration,
-and writes the tables into `docs/benchmarks.md`.
-
-    PYTHONPATH=. python -m benchmarks.run_all            # ~15 min, 2 cores
-    PYTHONPATH=. python -m benchmarks.run_all --quick    # ~5 min
-    PYTHONPATH=. python -m benchmarks.run_all --variants # + attention A/B
-    PYTHONPATH=. python -m benchmarks.run_all --gpu      # GPU pass, < 8 min
-    PYTHONPATH=. python -m benchmarks.run_all --render-only  # no run
-    PYTHONPATH=. python -m benchmarks.run_all \
-        --peer-python PEERS/venv/bin/python --authors-code PEERS/transformer-xl
-
-The peers (the authors' PyTorch code, HuggingFace's TransfoXL) run in the
-same pass, each in its own environment: `benchmarks/peers.py` under the
-Python given by `--peer-python` (never a dependency of keras-txl). The
-goals are ratios to them; without `--peer-python` the tables say "not
-measured".
-
-Every result is saved as JSON (`--json`, default
-`benchmarks/results/latest.json`); plots go to `docs/images/`. The tables
-are written between the `<!-- run_all:begin -->` and `<!-- run_all:end -->`
-markers of the document, leaving the rest of it as it is.
-`--render-only` writes them again from the saved JSON (and `--include`)
-without running anything. Tables are data (`SECTIONS`): a title and
-tables of columns, each cell a key of the result or a function of it,
-written by one function (`table`).
+"""Runs the benchmark suite, one child process per backend and
+configuration (the peers under `--peer-python`, their own environment),
+saves the results as JSON and writes the tables between the markers of
+docs/benchmarks.md; `--render-only` writes them again from the JSON. The
+tables are data (`SECTIONS`), written by `common.section`. Commands and
+timings: docs/benchmarks.md.
 """
 
 import argparse
@@ -33,24 +14,15 @@ import sys
 import time
 
 from benchmarks import common
+from benchmarks import peers
 
+fmt, pct, kind, nested = common.fmt, common.pct, common.kind, common.nested
+config, size_of = common.config, common.size_of
 ROOT = common.ROOT
 BEGIN, END = "<!-- run_all:begin -->", "<!-- run_all:end -->"
 IMAGES = os.path.join(ROOT, "docs", "images")
 
-# Goals at the reference size, as multiples of the peers measured in the
-# same pass (benchmarks/peers.py): the authors' fp32 PyTorch training and
-# evaluation, HuggingFace's TransfoXL greedy generation.
-GOAL_FP32_MFU = 0.60
-GOAL_BF16_TRAIN_X = 3.0  # mixed bf16 training vs the authors' training
-GOAL_JAX_TRAIN_X = 2.0  # JAX fp32 training vs the authors' training
-GOAL_EVAL_X = 3.0  # evaluation vs the authors' evaluation
-GOAL_GENERATE_X = 3.0  # generate() vs HuggingFace's, on each backend
-NOT_MEASURED = "not measured"
-# The generation setting of the peers' comparison (issue 16): batch 1, a
-# prompt of 64 tokens, 256 new, memory 128; and the lengths of the
-# flatness check.
-GENERATE_NEW_TOKENS = 256
+# The lengths of the flatness check of generate().
 GENERATE_LENGTHS = ("64", "256", "1024", "2048")
 
 
@@ -174,119 +146,7 @@ def run_job(spec):
     return results
 
 
-# === Tables: data, and the one function that writes them ===
-
-
-def fmt(value, digits=0):
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
-def pct(value):
-    return "-" if value is None else f"{100 * value:.0f}%"
-
-
-def cell(spec):
-    """A cell from its text: `name()`, a function of this module applied
-    to the row; or `key[.key...][:FORMAT[:SUFFIX]]`, the value at the
-    key path, written by `fmt` with FORMAT digits (or, when FORMAT starts
-    with ".", `format(value, FORMAT)`), SUFFIX after it."""
-    if spec.endswith("()"):
-        return globals()[spec[:-2]]
-    path, digits, suffix = spec.split(":") + ["0", ""][spec.count(":") :]
-
-    def write(row):
-        value = row
-        for key in path.split("."):
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is None:
-            return "-"
-        if digits.startswith("."):
-            return format(value, digits) + suffix
-        return fmt(value, int(digits)) + suffix
-
-    return write
-
-
-def columns(text):
-    """`[(header, cell, right-aligned)]` from lines `header | cell [| r]`
-    ("r": a number column)."""
-    out = []
-    for line in text.strip().splitlines():
-        header, spec, *align = [part.strip() for part in line.split(" | ")]
-        out.append((header, cell(spec), align == ["r"]))
-    return out
-
-
-def kind(name):
-    """The results of benchmark `name`."""
-    return lambda results: [r for r in results if r.get("benchmark") == name]
-
-
-def nested(name, last=False):
-    """The rows under "rows" of each result of benchmark `name` (of the
-    last one only if `last`), each with its result's backend."""
-
-    def rows(results):
-        found = kind(name)(results)
-        return [
-            dict(row, backend=r.get("backend"))
-            for r in (found[-1:] if last else found)
-            for row in r["rows"]
-        ]
-
-    return rows
-
-
-def table(spec, results):
-    """Markdown of one table `spec`: `columns` (see `columns`), the
-    `rows(results)`, an optional `intro(results)` paragraph; or a
-    paragraph alone, `{"text": fn(results)}`. `None` when there are no
-    rows (no text)."""
-    if "text" in spec:
-        return spec["text"](results)
-    rows = spec["rows"](results)
-    if not rows:
-        return None
-    cols = columns(spec["columns"])
-    lines = [spec["intro"](results), ""] if "intro" in spec else []
-    lines += [
-        "| " + " | ".join(header for header, _, _ in cols) + " |",
-        "|" + "|".join("---:" if right else "---" for *_, right in cols) + "|",
-    ]
-    lines += ["| " + " | ".join(c(r) for _, c, _ in cols) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def section(spec, results):
-    """The tables of a section, or its `empty` text when none has rows."""
-    parts = [table(t, results) for t in spec["tables"]]
-    parts = [p for p in parts if p is not None]
-    return "\n\n".join(parts) if parts else spec.get("empty", "(not run)")
-
-
-# --- Cells and rows that are more than a key ---
-
-
-def config(r):
-    jit = r.get("jit_compile")
-    label = f"jit={jit}"
-    if jit == "auto":
-        label += f" ({'XLA' if r.get('resolved_jit_compile') else 'no XLA'})"
-    if r.get("backend") == "jax":
-        label = "jit"
-    if r.get("steps_per_execution", 1) != 1:
-        label += f", spe={r['steps_per_execution']}"
-    if r.get("dropout") != 0.1:
-        label += f", dropout={r.get('dropout')}"
-    return label
-
-
-def size_of(r):
-    return r.get("size", r.get("preset"))  # "preset": results before #lean
+# === The cells and rows of the tables that are more than a key ===
 
 
 def mfu(r):
@@ -356,150 +216,6 @@ def parity_bpc(r):
 
 def parity_rate(r):
     return fmt(r.get("train_tokens_per_s")) if "val_bpc" in r else ""
-
-
-def best(rows, key):
-    rows = [r for r in rows if r.get(key) is not None]
-    return max(rows, key=lambda r: r[key]) if rows else None
-
-
-def peer_row(results, peer, phase):
-    """The result of a peer (`authors_pytorch`, `huggingface_transfo_xl`)
-    in a phase, or `None` when it was not measured."""
-    rows = [
-        r
-        for r in kind("peer")(results)
-        if r.get("peer") == peer and r.get("phase") == phase
-    ]
-    return rows[-1] if rows else None
-
-
-def goal(name, target, candidates, peer):
-    """A goal's row: the best of `candidates` (wall and CPU-normalized
-    tokens/s) over `peer`'s, against `target`."""
-    row = {"goal": name, "target": f"{target:g}x the peer"}
-    wall = best(candidates, "tokens_per_s")
-    if wall is None:
-        return dict(row, ours="not run")
-    cpu = best(candidates, "tokens_per_cpu_s_x_cores")
-    row["ours"] = (
-        f"{fmt(wall['tokens_per_s'])} / {fmt(cpu['tokens_per_cpu_s_x_cores'])}"
-    )
-    if peer is None:
-        return dict(row, peer=NOT_MEASURED)
-    x_wall = wall["tokens_per_s"] / peer["tokens_per_s"]
-    x_cpu = cpu["tokens_per_cpu_s_x_cores"] / peer["tokens_per_cpu_s_x_cores"]
-    by = cpu["backend"]
-    if "dtype" in cpu:
-        by += f" {cpu['dtype']} {config(cpu)}"
-    if "mode" in cpu:
-        by += f" {cpu['mode']}"
-    met = ["yes" if x >= target else "no" for x in (x_wall, x_cpu)]
-    return dict(
-        row,
-        peer=f"{fmt(peer['tokens_per_s'])} / "
-        f"{fmt(peer['tokens_per_cpu_s_x_cores'])}",
-        ratio=f"{x_wall:.2f}x / {x_cpu:.2f}x",
-        met=" / ".join(met),
-        by=by,
-    )
-
-
-def goal_rows(results):
-    fits = [r for r in kind("train_eval")(results) if size_of(r) == "reference"]
-
-    def pick(phase, dtype=None, backend=None):
-        # Training counts with the peer's dropout (0.1) only: the rows
-        # without dropout measure what it costs.
-        return [
-            r
-            for r in fits
-            if r["phase"] == phase
-            and dtype in (None, r["dtype"])
-            and backend in (None, r["backend"])
-            and (phase != "train" or r.get("dropout") == 0.1)
-        ]
-
-    row = {"goal": "fp32 training, MFU vs fp32 matmul"}
-    row["target"] = pct(GOAL_FP32_MFU)
-    wall = best(pick("train", "float32"), "mfu")
-    if wall is not None:
-        cpu = best(pick("train", "float32"), "mfu_cpu")
-        met = [v >= GOAL_FP32_MFU for v in (wall["mfu"], cpu["mfu_cpu"])]
-        row.update(
-            ours=f"{pct(wall['mfu'])} / {pct(cpu['mfu_cpu'])}",
-            peer="(no peer)",
-            met=" / ".join("yes" if m else "no" for m in met),
-            by=f"{cpu['backend']} {config(cpu)}",
-        )
-    authors = peer_row(results, "authors_pytorch", "train")
-    paper = [r for r in kind("paper_eval")(results) if "error" not in r]
-    paper_peer = [r for r in paper if r.get("implementation") == "authors"]
-    rows = [
-        row,
-        goal(
-            "mixed bf16 training vs the authors' fp32 PyTorch",
-            GOAL_BF16_TRAIN_X,
-            pick("train", "mixed_bfloat16"),
-            authors,
-        ),
-        goal(
-            "JAX fp32 training vs the authors' fp32 PyTorch",
-            GOAL_JAX_TRAIN_X,
-            pick("train", "float32", "jax"),
-            authors,
-        ),
-        goal(
-            "evaluation vs the authors' PyTorch",
-            GOAL_EVAL_X,
-            pick("eval"),
-            peer_row(results, "authors_pytorch", "eval"),
-        ),
-        goal(
-            "evaluation at the paper's wt103 settings (T 128, M 1,600, "
-            "clamp 1,000, same_length) vs the authors' PyTorch",
-            GOAL_EVAL_X,
-            [r for r in paper if r.get("implementation") == "keras_txl"],
-            (paper_peer or [None])[0],
-        ),
-    ]
-    generated = [
-        r
-        for r in nested("generation_length")(results)
-        if r["new_tokens"] == GENERATE_NEW_TOKENS
-    ]
-    hf = peer_row(results, "huggingface_transfo_xl", "generate")
-    for backend in ("jax", "tensorflow"):
-        name = (
-            f"`generate()` on {backend} vs HuggingFace's TransfoXL (batch "
-            f"1, 64-token prompt, {GENERATE_NEW_TOKENS} new, memory 128)"
-        )
-        ours = [r for r in generated if r["backend"] == backend]
-        rows.append(goal(name, GOAL_GENERATE_X, ours, hf))
-    return rows
-
-
-PEER_NAMES = {
-    "authors_pytorch": "authors' PyTorch (kimiyoung/transformer-xl)",
-    "huggingface_transfo_xl": "HuggingFace TransfoXLLMHeadModel",
-}
-
-
-def peer_rows(results):
-    """One row per (peer, phase) it runs; "not measured" for the authors'
-    training and evaluation when they were not run."""
-    rows = []
-    for peer, phase in (
-        ("authors_pytorch", "train"),
-        ("authors_pytorch", "eval"),
-        ("huggingface_transfo_xl", "generate"),
-    ):
-        r = peer_row(results, peer, phase)
-        if r is None and peer == "authors_pytorch":
-            r = {"tokens_per_s": NOT_MEASURED}
-        if r is not None:
-            rows.append(dict(r, name=PEER_NAMES[peer], phase=phase))
-    return rows
 
 
 def paper_rows(results):
@@ -581,20 +297,30 @@ def variant_rows(results):
     return rows
 
 
-def shift_rows(results):
-    found = kind("attention_variants")(results)
-    return [r for r in found if r["part"] == "shift"]
+# === The sections, in the order of the document ===
 
 
-# --- The sections, in the order of the document ---
+def declare(title, *tables, **extra):
+    """A section: its title, tables (see `common.table`), and `image`,
+    `empty` (the text when no table has rows)."""
+    return dict(title=title, tables=tables, **extra)
 
+
+PROFILE_INTRO = (
+    "`generate()`'s sampler loop, per new token (batch 1, memory 128; "
+    "`python -m benchmarks.generation profile`), and the optimized HLO "
+    "XLA runs for it:"
+)
+DROPOUT_INTRO = (
+    "A JAX training step at the reference size with each dropout (`python "
+    "-m benchmarks.ab dropout`, interleaved in one process):"
+)
 SECTIONS = [
-    {
-        "title": "Goals",
-        "tables": [
-            {
-                "rows": goal_rows,
-                "columns": """
+    declare(
+        "Goals",
+        (
+            peers.goal_rows,
+            """
 goal (reference size) | goal
 target | target | r
 keras-txl best: wall / CPU-normalized | ours | r
@@ -602,21 +328,13 @@ peer, same pass: wall / CPU-normalized | peer | r
 ratio: wall / CPU | ratio | r
 met (wall / CPU) | met
 by | by""",
-            }
-        ],
-    },
-    {
-        "title": "What limits the goals not met",
-        "tables": [
-            {
-                "intro": lambda results: (
-                    "`generate()`'s sampler loop, "
-                    "per new token (batch 1, memory 128; `python -m "
-                    "benchmarks.generation profile`), and the optimized HLO "
-                    "XLA runs for it:"
-                ),
-                "rows": kind("generation_profile"),
-                "columns": """
+        ),
+    ),
+    declare(
+        "What limits the goals not met",
+        (
+            kind("generation_profile"),
+            """
 backend | backend
 ms per token (CPU) | loop_ms_per_token_cpu:.2f | r
 ms per token (wall) | loop_ms_per_token_wall:.2f | r
@@ -624,56 +342,47 @@ dots in the module | module_dots | r
 instructions in the module | module_instructions | r
 instructions per while-loop body | loop_bodies()
 load | load:.1f | r""",
-            },
-            {
-                "intro": lambda results: (
-                    "A JAX training step at the "
-                    "reference size with each dropout (`python -m "
-                    "benchmarks.ab dropout`, interleaved in one process):"
-                ),
-                "rows": kind("packed_dropout"),
-                "columns": """
+            PROFILE_INTRO,
+        ),
+        (
+            kind("packed_dropout"),
+            """
 dropout | variant
 CPU ms per step | cpu_ms_per_step:.0f | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 CPU time / Keras's `Dropout` | cpu_time_vs_keras_dropout:.2f | r""",
-            },
-        ],
-    },
-    {
-        "title": "Peers, measured in the same pass (`benchmarks/peers.py`)",
-        "tables": [
-            {
-                "rows": peer_rows,
-                "columns": """
+            DROPOUT_INTRO,
+        ),
+    ),
+    declare(
+        "Peers, measured in the same pass (`benchmarks/peers.py`)",
+        (
+            peers.peer_rows,
+            """
 peer | name
 phase | phase
 tokens/s (wall) | tokens_per_s | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 versions | versions()""",
-            }
-        ],
-    },
-    {
-        "title": "Matmul roofline",
-        "tables": [
-            {
-                "rows": kind("roofline"),
-                "columns": """
+        ),
+    ),
+    declare(
+        "Matmul roofline",
+        (
+            kind("roofline"),
+            """
 backend | backend
 dtype | dtype
 matmul GFLOP/s (best, wall) | gflops_per_s | r
 GFLOP per CPU-s x cores | gflops_per_cpu_s_x_cores | r
 per shape (wall) | shapes()""",
-            }
-        ],
-    },
-    {
-        "title": "Training and evaluation through `fit` / `evaluate`",
-        "tables": [
-            {
-                "rows": kind("train_eval"),
-                "columns": """
+        ),
+    ),
+    declare(
+        "Training and evaluation through `fit` / `evaluate`",
+        (
+            kind("train_eval"),
+            """
 backend | backend
 size | size_of()
 dtype | dtype
@@ -686,16 +395,13 @@ MFU (CPU) | mfu_cpu() | r
 step ms (median / max) | step_ms()
 peak RSS MiB | peak_rss_mib | r
 load | loadavg_1min:.1f | r""",
-            }
-        ],
-    },
-    {
-        "title": "Evaluation speed: memory reuse vs a vanilla sliding "
-        "window (Table 9)",
-        "tables": [
-            {
-                "rows": kind("eval_speed"),
-                "columns": """
+        ),
+    ),
+    declare(
+        "Evaluation speed: memory reuse vs a vanilla sliding window (Table 9)",
+        (
+            kind("eval_speed"),
+            """
 attention length L | attention_length | r
 TXL (T, M) | segment_and_memory()
 TXL ms/token | txl_ms_per_token:3 | r
@@ -703,125 +409,115 @@ vanilla ms/token | vanilla_ms_per_token:1 | r
 speedup (wall) | speedup:0:x | r
 speedup (CPU time) | speedup_cpu_time:0:x | r
 FLOP ratio | flop_ratio:0:x | r""",
-            }
-        ],
-        "image": "![eval speed](images/eval_speed.png)",
-    },
-    {
-        "title": "Generation: memory reuse vs recomputing the context",
-        "tables": [
-            {
-                "intro": generation_intro,
-                "rows": nested("generation", last=True),
-                "columns": """
+        ),
+        image="![eval speed](images/eval_speed.png)",
+    ),
+    declare(
+        "Generation: memory reuse vs recomputing the context",
+        (
+            nested("generation", last=True),
+            """
 context | context | r
 memory: one step | memory_step_tokens_per_s | r
 `lm.generate` (new tokens) | generate_loop_tokens_per_s | r
 recompute the context | recompute_step_tokens_per_s | r
 memory / recompute | memory_over_recompute:1:x | r
 generate / recompute | generate_loop_over_recompute:1:x | r""",
-            }
-        ],
-        "image": "![generation](images/generation.png)",
-    },
-    {
-        "title": "`generate()` cost per new token against the number of "
-        "new tokens (default memory: the model's, 128; 64-token prompt)",
-        "tables": [
-            {
-                "rows": nested("generation_length"),
-                "columns": """
+            generation_intro,
+        ),
+        image="![generation](images/generation.png)",
+    ),
+    declare(
+        "`generate()` cost per new token against the number of new tokens "
+        "(default memory: the model's, 128; 64-token prompt)",
+        (
+            nested("generation_length"),
+            """
 backend | backend
 new tokens | new_tokens | r
 ms per token (CPU) | ms_per_token:.2f | r
 tokens/s (wall) | tokens_per_s | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 cost per token / at 64 | cost_ratio_to_first:.2f:x | r""",
-            }
-        ],
-    },
-    {
-        "title": "Evaluation at the paper's wt103 settings "
-        "(`benchmarks/paper_eval.py`)",
-        "tables": [
-            {
-                "intro": paper_intro,
-                "rows": paper_rows,
-                "columns": """
+        ),
+    ),
+    declare(
+        "Evaluation at the paper's wt103 settings (`benchmarks/paper_eval.py`)",
+        (
+            paper_rows,
+            """
 implementation | name
 tokens/s (wall) | tokens_per_s | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 x authors (wall / CPU) | x_authors() | r
 kv_reuse / plain (wall / CPU) | kv_over_plain() | r
 peak RSS growth MiB | peak_rss_delta_mib | r""",
-            }
-        ],
-    },
-    {
-        "title": "Cost growth",
-        "tables": [
-            {
-                "rows": sweep("memory", "segment"),
-                "columns": """
+            paper_intro,
+        ),
+    ),
+    declare(
+        "Cost growth",
+        (
+            sweep("memory", "segment"),
+            """
 sweep | sweep
 T | segment_length | r
 M | memory_length | r
 ms per segment (wall) | wall_ms() | r
 CPU ms per segment | cpu_ms() | r""",
-            },
-            {"text": growth_fit},
-            {
-                "rows": sweep("rss"),
-                "columns": """
+        ),
+        growth_fit,
+        (
+            sweep("rss"),
+            """
 M | memory_length | r
 carried memory B·L·M·d (MiB) | state_mib:1 | r
 one layer's scores h·B·T·(T+M) (MiB) | one_layer_scores_mib:1 | r
 peak RSS (MiB) | peak_rss_mib | r""",
-            },
-        ],
-        "image": "![cost growth](images/cost_growth.png)",
-    },
-    {
-        "title": "Before / after of the attention changes (same process, "
-        "interleaved)",
-        "empty": "(not run in this pass: `--variants`)",
-        "tables": [
-            {
-                "rows": variant_rows,
-                "columns": """
+        ),
+        image="![cost growth](images/cost_growth.png)",
+    ),
+    declare(
+        "Before / after of the attention changes (same process, interleaved)",
+        (
+            variant_rows,
+            """
 backend | backend
 dtype | dtype
 phase | phase
 original: tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 current | after | r
 change | change | r""",
-            },
-            {
-                "rows": shift_rows,
-                "columns": """
+        ),
+        (
+            kind("attention_variants", part="shift"),
+            """
 backend | backend
 relative shift, forward + backward | variant
 CPU ms | cpu_ms:.1f | r
 wall ms | wall_ms:.1f | r""",
-            },
-        ],
-    },
-    {
-        "title": "Mixed bfloat16 vs float32, validation bpc at equal steps",
-        "empty": "(not run in this pass; `--include "
-        "benchmarks/results/studies.json` adds the stored run)",
-        "tables": [
-            {
-                "rows": kind("precision_parity"),
-                "columns": """
+        ),
+        empty="(not run in this pass: `--variants`)",
+    ),
+    declare(
+        "Mixed bfloat16 vs float32, validation bpc at equal steps",
+        (
+            kind("precision_parity"),
+            """
 dtype | dtype
 steps | steps | r
 val bpc | parity_bpc() | r
 train tokens/s | parity_rate() | r""",
-            }
-        ],
-    },
+        ),
+        empty="(not run in this pass; `--include "
+        "benchmarks/results/studies.json` adds the stored run)",
+    ),
 ]
+
+
+def section(spec, results):
+    """A section's markdown, its cells by the functions of this module."""
+    return common.section(spec, results, globals())
 
 
 def render(results, started, wall_seconds, argv):
@@ -874,53 +570,18 @@ def write_doc(path, block):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--gpu",
-        action="store_true",
-        help="run the GPU pass instead (`benchmarks.throughput gpu`: "
-        "NVIDIA's base size, JAX and TensorFlow, fp32 and mixed bf16, MFU "
-        "beside NVIDIA's numbers); with --quick, its CPU smoke run",
-    )
-    parser.add_argument(
-        "--variants",
-        action="store_true",
-        help="also the before/after of the attention (`benchmarks.ab`)",
-    )
-    parser.add_argument("--backends", default="tensorflow,jax,torch")
-    parser.add_argument(
-        "--peer-python",
-        metavar="PYTHON",
-        help="Python of an environment with torch and transformers that "
-        "runs benchmarks/peers.py (the peers' own environment; "
-        "tools/fixtures/README.md); without it the peers are not measured",
-    )
-    parser.add_argument(
-        "--authors-code",
-        metavar="DIR",
-        help="kimiyoung/transformer-xl (or its pytorch/ folder), for the "
-        "authors' training and evaluation speed",
-    )
-    parser.add_argument(
-        "--json",
-        default=os.path.join(ROOT, "benchmarks", "results", "latest.json"),
-        help="where the pass's results go (--render-only: are read from)",
-    )
-    parser.add_argument(
-        "--doc", default=os.path.join(ROOT, "docs", "benchmarks.md")
-    )
-    parser.add_argument(
-        "--include",
-        default="",
-        help="comma-separated JSON files of results (lists of RESULT "
-        "objects, or run_all outputs) to add to the tables, e.g. "
-        "benchmarks/results/studies.json",
-    )
-    parser.add_argument(
-        "--render-only",
-        action="store_true",
-        help="run nothing: write the tables again from --json",
-    )
+    flag = parser.add_argument
+    flag("--quick", action="store_true", help="fewer, shorter runs")
+    flag("--gpu", action="store_true", help="the GPU pass instead")
+    flag("--variants", action="store_true", help="+ attention A/B")
+    flag("--backends", default="tensorflow,jax,torch")
+    flag("--peer-python", metavar="PYTHON", help="runs benchmarks/peers.py")
+    flag("--authors-code", metavar="DIR", help="kimiyoung/transformer-xl")
+    results = os.path.join(ROOT, "benchmarks", "results")
+    flag("--json", default=os.path.join(results, "latest.json"))
+    flag("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    flag("--include", default="", help="more result files, comma-separated")
+    flag("--render-only", action="store_true", help="the tables from --json")
     args = parser.parse_args(argv)
     if args.gpu:
         from benchmarks import throughput
