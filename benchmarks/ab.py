@@ -1,31 +1,15 @@
-"""The interleaved A/B harness: an older implementation against the
-current one, in one process, round by round, so that every variant sees
-the same machine load. Older implementations come from git (`git show
-COMMIT:PATH` written to a temporary folder and imported), not from
-copies kept in the tree.
+"""Interleaved A/B in one process, round by round, so that every variant
+sees the same load; older code comes from git (`git show COMMIT:PATH`
+into a temporary folder, imported), not from copies in the tree.
 
-    KERAS_BACKEND=tensorflow PYTHONPATH=. python -m benchmarks.ab attention
-    KERAS_BACKEND=jax PYTHONPATH=. python -m benchmarks.ab dropout
+- `attention`: the first `RelativeMultiHeadAttention` (`--commit`)
+  against the shipped one: the relative shift alone (`--what shift`,
+  forward + backward) and whole-model train / test steps (`model`).
+- `dropout`: a training step with `PackedDropout`, with Keras's
+  `Dropout` in its place, and without dropout.
 
-`attention`: the first `RelativeMultiHeadAttention` (`--commit`, default
-5972056: scores laid out (batch, heads, T, K) through einsums, the
-relative shift as pad + reshape + strided slice, K and V from two
-projections, the 1/sqrt(d) scale on the scores) against the layer as
-shipped; same weights, same function. `--what shift`: forward + backward
-of the relative shift alone on a (heads, batch, T, K) score tensor (the
-old shift, today's `relative_shift` and the attention's `_shift_padded`);
-`--what model`: `train_on_batch` and `test_on_batch` of the whole
-language model with each attention class.
-
-`dropout`: a training step with `PackedDropout` (one random integer per
-two keep decisions, as shipped), with every `PackedDropout` turned back
-into the `keras.layers.Dropout` it extends (same rate, same seed
-generator), and with no dropout (the bound of what any dropout saves).
-
-Times are process CPU time (the work done, robust to other processes)
-and wall time, medians over rounds; each line carries the CPU-time ratio
-to the baseline measured in the same run. Prints one JSON line per
-variant.
+Medians of process CPU and wall time per call; each line has its CPU
+time over the baseline's of the same run.
 """
 
 import argparse
@@ -144,16 +128,6 @@ def segments(size):
     return common.ordered_segments(common.byte_corpus(), batch, length)
 
 
-def base_fields(args, name):
-    return {
-        "benchmark": name,
-        "size": args.size,
-        "dtype": args.dtype,
-        **common.backend_versions(),
-        **common.machine_info(),
-    }
-
-
 # === Attention ===
 
 
@@ -208,7 +182,9 @@ def shift_runners(old, size):
 def compare_attention(args):
     size = common.SIZES[args.size]
     old = module_at(args.commit, ATTENTION)
-    fields = dict(base_fields(args, "attention_variants"), commit=args.commit)
+    fields = dict(
+        common.base_fields(args, "attention_variants"), commit=args.commit
+    )
     if "shift" in args.what:
         runners = shift_runners(old, size)
         for run in runners.values():
@@ -289,7 +265,7 @@ def compare_dropout(args):
         "keras dropout",
         size["batch_size"] * size["segment_length"],
         dict(
-            base_fields(args, "packed_dropout"),
+            common.base_fields(args, "packed_dropout"),
             jit=args.jit,
             dropout=args.dropout,
             rounds=args.rounds,

@@ -121,6 +121,16 @@ def make_backbone(size, dtype="float32", dropout=0.0, **options):
     )
 
 
+def axes(columns, width):
+    """A matplotlib figure (no display) of `columns` axes in a row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(1, columns, figsize=(width, 4))
+
+
 def save_figure(fig, path):
     """Lays out and writes a matplotlib figure, creating its folder."""
     fig.tight_layout()
@@ -167,6 +177,12 @@ def backend_versions():
     module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}[name]
     versions[name] = __import__(module).__version__
     return versions
+
+
+def base_fields(args, name):
+    """A result's first fields: benchmark, size, dtype, versions, machine."""
+    fields = {"benchmark": name, "size": args.size, "dtype": args.dtype}
+    return {**fields, **backend_versions(), **machine_info()}
 
 
 def emit(result):

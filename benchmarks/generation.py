@@ -1,37 +1,17 @@
-"""Generation: reusing the memory against recomputing the context, the
-cost per new token against the number of new tokens, and what XLA runs
-for one token.
+"""Generation (docs/benchmarks.md, "Running"):
 
-    KERAS_BACKEND=jax PYTHONPATH=. python -m benchmarks.generation \
-        context --contexts 128 512 2048 --png docs/images/generation.png
-    KERAS_BACKEND=jax PYTHONPATH=. python -m benchmarks.generation \
-        length --new-tokens 64 256 1024 2048
-    KERAS_BACKEND=tensorflow PYTHONPATH=. python -m benchmarks.generation \
-        profile
+- `context`: per context length n, one new token on a memory of n slots
+  against recomputing the n-token context, and `lm.generate()` end to
+  end and its loop alone (minus the same prompt with one new token).
+- `length`: `lm.generate()` as a user calls it (greedy, batch 1, a
+  `--prompt`-token prompt) per number of new tokens; each length's cost
+  per token over the shortest's (flat: near 1).
+- `profile`: the sampler loop's cost per new token (257 new tokens minus
+  1, over 256), then the instructions of each while-loop body in the
+  optimized HLO (`--xla_dump_to` in a child).
 
-`context`: for each context length `n`, on a small model (4 layers, 128
-wide), in the same run: `memory_step`, one new token as `generate` makes
-it (a one-token step on a memory of `n` slots, compiled);
-`recompute_step`, one new token by running the whole context with an
-empty memory (what a model without memory or cache does every step);
-`generate`, `lm.generate()` end to end (greedy, a prompt of `n -
-new_tokens`, then `new_tokens` new ones; the prompt's cost is in it);
-`generate_loop`, the new tokens alone (that run minus the same prompt with
-one new token, over `new_tokens - 1`). Best of `--repeats` after a
-warm-up, on the process's CPU clock by default (`--clock wall`).
-
-`length`: `lm.generate()` as a user calls it (greedy, batch 1, a prompt
-of `--prompt` tokens, the model's memory of 128) at the reference size of
-the peers' comparison, for each number of new tokens: ms per new token,
-tokens/s (wall and per CPU-second x cores), and each length's cost per
-token over the shortest's (flat: near 1).
-
-`profile`: the sampler loop's cost per new token (`generate()` with 257
-new tokens minus with 1, over 256: the prompt, the call and the
-compilation are out of it), then the same call compiled once more with
-`--xla_dump_to`, counting the instructions of each while loop's body in
-the optimized HLO. Same counts and a different time per token on two
-backends is the XLA:CPU runtime, not the model's graph.
+Best of `--repeats` after a compiling call, on the process CPU clock by
+default (`--clock wall`).
 """
 
 import argparse
@@ -53,24 +33,25 @@ import numpy as np  # noqa: E402
 from benchmarks import common  # noqa: E402
 
 PROFILED_TOKENS = 256
+# The integer options of every subcommand, with their defaults.
+MODEL_ARGS = (
+    ("num-layers", 4),
+    ("hidden-dim", 256),
+    ("num-heads", 8),
+    ("prompt", 64),
+    ("repeats", 3),
+)
 
 
-def make_lm(num_layers, hidden_dim, num_heads, memory_length=128):
-    from keras_txl.models import TransformerXLBackbone
+def make_lm(args):
+    """A greedy causal LM of the command's size (a memory of 128)."""
     from keras_txl.models import TransformerXLCausalLM
 
     keras.utils.set_random_seed(0)
-    backbone = TransformerXLBackbone(
-        vocabulary_size=256,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        hidden_dim=hidden_dim,
-        head_dim=hidden_dim // num_heads,
-        intermediate_dim=4 * hidden_dim,
-        memory_length=memory_length,
-        dropout=0.0,
-    )
-    lm = TransformerXLCausalLM(backbone)
+    size = dict(model_fields(args), memory_length=128)
+    size.update(head_dim=args.hidden_dim // args.num_heads)
+    size.update(intermediate_dim=4 * args.hidden_dim)
+    lm = TransformerXLCausalLM(common.make_backbone(size))
     lm.build()
     lm.compile(sampler="greedy")
     return lm
@@ -125,7 +106,7 @@ def generate_call(lm, inputs, memory_length=None):
 
 def context(args):
     pick = 1 if args.clock == "cpu" else 0
-    lm = make_lm(args.num_layers, args.hidden_dim, args.num_heads)
+    lm = make_lm(args)
     backbone, rng = lm.backbone, np.random.RandomState(0)
 
     def seconds(fn):
@@ -201,13 +182,8 @@ def context(args):
 
 
 def plot_context(rows, path, backend, clock):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     contexts = [row["context"] for row in rows]
-    figure, axis = plt.subplots(figsize=(6, 4))
+    figure, axis = common.axes(1, 6)
     for key, label in [
         ("memory_step_tokens_per_s", "memory: one step of 1 token"),
         ("generate_loop_tokens_per_s", "memory: lm.generate, new tokens"),
@@ -230,7 +206,7 @@ def plot_context(rows, path, backend, clock):
 
 
 def length(args):
-    lm = make_lm(args.num_layers, args.hidden_dim, args.num_heads)
+    lm = make_lm(args)
     rng, rows = np.random.RandomState(0), []
     for new in args.new_tokens:
         inputs = prompt_inputs(args.prompt, new, rng)
@@ -326,7 +302,7 @@ def dump_counts(argv):
 
 
 def profile(args, argv):
-    lm = make_lm(args.num_layers, args.hidden_dim, args.num_heads)
+    lm = make_lm(args)
 
     def call(new_tokens):  # the same prompt for both lengths
         inputs = prompt_inputs(
@@ -356,32 +332,20 @@ def profile(args, argv):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    ctx = commands.add_parser("context")
-    ctx.add_argument(
-        "--contexts", type=int, nargs="+", default=[128, 256, 512, 1024, 2048]
-    )
+    ctx, size, prof = map(commands.add_parser, ("context", "length", "profile"))
+    contexts, lengths = [128, 256, 512, 1024, 2048], [64, 256, 1024, 2048]
+    ctx.add_argument("--contexts", type=int, nargs="+", default=contexts)
     ctx.add_argument("--new-tokens", type=int, default=32)
     ctx.add_argument("--png", default=None)
-    size = commands.add_parser("length")
-    size.add_argument(
-        "--new-tokens", type=int, nargs="+", default=[64, 256, 1024, 2048]
-    )
-    size.add_argument(
-        "--memory-length",
-        type=int,
-        default=None,
-        help="memory_length of generate() (default: the model's own)",
-    )
-    prof = commands.add_parser("profile")
+    size.add_argument("--new-tokens", type=int, nargs="+", default=lengths)
+    size.add_argument("--memory-length", type=int, help="generate()'s")
     prof.add_argument("--compile-only", action="store_true")
     prof.add_argument("--no-dump", action="store_true")
     for sub in (ctx, size, prof):
-        sub.add_argument("--num-layers", type=int, default=4)
-        sub.add_argument("--hidden-dim", type=int, default=256)
-        sub.add_argument("--num-heads", type=int, default=8)
-        sub.add_argument("--prompt", type=int, default=64)
-        sub.add_argument("--repeats", type=int, default=3)
-        sub.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+        add = sub.add_argument
+        for name, default in MODEL_ARGS:
+            add(f"--{name}", type=int, default=default)
+        add("--clock", choices=["cpu", "wall"], default="cpu")
     ctx.set_defaults(hidden_dim=128, num_heads=4, repeats=5)
     prof.set_defaults(repeats=5)
     return parser.parse_args(argv)

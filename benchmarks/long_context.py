@@ -1,36 +1,14 @@
-"""Long context: the paper's Table 9 (memory reuse against a vanilla
-sliding window), how a segment's cost grows with M and T, and scoring
-texts of up to 1 M tokens.
+"""Long context (docs/benchmarks.md, "Running"):
 
-    KERAS_BACKEND=tensorflow PYTHONPATH=. python -m benchmarks.long_context \
-        table9 --plot docs/images/eval_speed.png
-    KERAS_BACKEND=tensorflow PYTHONPATH=. python -m benchmarks.long_context \
-        growth --plot docs/images/cost_growth.png
-    KERAS_BACKEND=jax PYTHONPATH=. python -m benchmarks.long_context \
-        long-text
-
-`table9`: for each attention length `L`, both models give every
-predicted token `L` tokens of context. Transformer-XL predicts a segment
-of `T` tokens per forward pass, attending to `M = L - T` cached states
-and to the segment; the vanilla Transformer of Al-Rfou et al. (2018), as
-the paper evaluates it, recomputes a window of `L` tokens for every
-predicted token (one forward pass of length `L`, only the last position
-used). Both run the same network through `predict_on_batch`; the vanilla
-time per token is that of one window, measured on `--vanilla-reps`
-windows.
-
-`growth`: time of one evaluation forward pass per segment against M (T
-fixed) and T (M fixed), with a least-squares fit of `time = a * T + b *
-T * (T + M)` (projections and feed-forward O(T), attention O(T (T + M)));
-and the peak RSS of a fresh child process that runs one segment at each
-M of `--rss-memories`, beside the carried memory `batch * L * M * d`
-and one layer's scores `heads * batch * T * (T + M)`.
-
-`long-text`: `TransformerXLCausalLM.score` on one stream of 10 k, 100 k
-and 1 M random byte ids (`scoring_mode="loss"`), each length in a fresh
-child process (peak RSS is a per-process high-water mark), the first
-segments' compilation timed apart; then the ratios of the longest to the
-shortest (1.0 = flat).
+- `table9`: the paper's Table 9. For each attention length L, a
+  Transformer-XL segment of T tokens on a memory of L - T states against
+  the vanilla model's window of L tokens per predicted token, the same
+  network through `predict_on_batch`.
+- `growth`: time per segment against M and T, fitted by
+  `a * T + b * T * (T + M)`; the peak RSS of a fresh child per M of
+  `--rss-memories`, beside the carried memory and one layer's scores.
+- `long-text`: `lm.score` of streams of up to 1 M tokens, one child per
+  length (peak RSS is per process); the longest over the shortest.
 """
 
 import argparse
@@ -39,6 +17,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import common  # noqa: E402
@@ -67,25 +46,6 @@ def forward_seconds(backbone, batch, length, memory_length, reps):
     return min(walls), float(np.median(cpus))
 
 
-def _axes(columns, width):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(1, columns, figsize=(width, 4))
-
-
-def base_fields(args, name):
-    return {
-        "benchmark": name,
-        "size": args.size,
-        "dtype": args.dtype,
-        **common.backend_versions(),
-        **common.machine_info(),
-    }
-
-
 # === Table 9 ===
 
 
@@ -112,7 +72,7 @@ def table9(args):
         txl_per_token = txl_wall / (batch * segment)
         vanilla_per_token = vanilla_wall / batch
         row = {
-            **base_fields(args, "eval_speed"),
+            **common.base_fields(args, "eval_speed"),
             "batch_size": batch,
             "attention_length": length,
             "segment_length": segment,
@@ -132,7 +92,7 @@ def table9(args):
 
 
 def plot_table9(rows, path):
-    fig, (left, right) = _axes(2, 10)
+    fig, (left, right) = common.axes(2, 10)
     lengths = [r["attention_length"] for r in rows]
     for axis, lines, label in (
         (
@@ -189,7 +149,7 @@ def growth(args):
         )
         return
     backbone = common.make_backbone(size, args.dtype)
-    base = base_fields(args, "cost_growth")
+    base = common.base_fields(args, "cost_growth")
     sweeps = [
         ("memory", args.segment_length, int(m))
         for m in args.memories.split(",")
@@ -233,7 +193,7 @@ def growth(args):
         probe = ["growth", "--size", args.size, "--dtype", args.dtype]
         probe += ["--rss-batch-size", batch, "--segment-length", segment]
         (peaks,), error, _ = common.run_module(
-            "long_context", probe + ["--probe", memory], backend(args)
+            "long_context", probe + ["--probe", memory], keras.backend.backend()
         )
         if error:
             raise SystemExit(error)
@@ -256,15 +216,9 @@ def growth(args):
         plot_growth(time_rows, rss_rows, law, args.plot)
 
 
-def backend(args):
-    import keras
-
-    return keras.backend.backend()
-
-
 def plot_growth(time_rows, rss_rows, law, path, key="cpu_seconds"):
     a, b, r2 = law
-    fig, axes = _axes(3, 14)
+    fig, axes = common.axes(3, 14)
     for axis, sweep, x_key, fixed in (
         (axes[0], "memory", "memory_length", "segment_length"),
         (axes[1], "segment", "segment_length", "memory_length"),
@@ -323,7 +277,7 @@ def long_text(args):
             child += ["--segment-length", args.segment_length]
             child += ["--memory-length", args.memory_length]
             (row,), error, _ = common.run_module(
-                "long_context", child, backend(args)
+                "long_context", child, keras.backend.backend()
             )
             if error:
                 raise SystemExit(error)
@@ -359,7 +313,7 @@ def long_text(args):
     assert losses.shape == (1, args.tokens)
     common.emit(
         {
-            **base_fields(args, "score_long_text"),
+            **common.base_fields(args, "score_long_text"),
             "tokens": args.tokens,
             "segment_length": args.segment_length,
             "memory_length": args.memory_length,

@@ -1,39 +1,16 @@
-"""Evaluation at the paper's WikiText-103 settings, against the authors'
-code in the same pass: tokens/s and peak memory.
+"""Evaluation at the paper's wt103 settings (T 128, M 1,600, clamp 1,000,
+same_length; reference size, batch 10, fp32) against the authors' code,
+each configuration in a child process of its own (its own peak RSS):
 
-The protocol of the paper's wt103 evaluation (the authors'
-`run_wt103_large.sh eval`): segments of T = 128 tokens, a memory of
-M = 1,600 states, relative distances clamped at 1,000, `same_length`
-(every query sees the same number of keys). The model is the reference
-size of the speed goals (4 layers, hidden 256, 8 heads x 32, inner 1,024,
-a byte vocabulary), batch 10 as the authors' `eval.py` uses, fp32, no
-dropout. Every configuration runs in a child process of its own, so that
-its peak resident memory (`ru_maxrss`) is its own:
+- `plain`: the backbone's graph on the carried hidden states (what
+  `evaluate` and `score` run);
+- `kv_reuse`: `call_with_key_value_cache` (what `generate()` runs): the
+  memory's keys and values carried, a segment projects only its T rows;
+- the authors' `MemTransformerLM` in eval mode (`peers.py --what
+  paper_eval` under `--peer-python`).
 
-- `plain` (keras-txl): the backbone's graph, the carried memory of hidden
-  states in, logits and the summed negative log-likelihood out: what
-  `evaluate` and `score` run. Every segment projects the keys and values
-  of all M + T context rows again.
-- `kv_reuse` (keras-txl): `TransformerXLCausalLM.call_with_key_value_cache`
-  (what `generate()` runs): the memory's keys and values are carried
-  instead of its hidden states, and a segment projects only its own T
-  rows. Exact: a memory row's keys and values depend only on its hidden
-  state, which does not change while it stays in the memory (1,472 of the
-  1,600 rows stay from one segment to the next); the relative position
-  term is recomputed (it depends only on T and M).
-- the authors' PyTorch `MemTransformerLM` in eval mode under
-  `torch.no_grad()` (`benchmarks/peers.py --what paper_eval`), with the
-  Python of its own environment (`--peer-python`, `--authors-code`).
-
-Each starts from a full memory of random states (the steady state of a
-long text), compiles or warms up on `--warmup` segments, then times
-`--segments` segments, carrying the memory. Prints one JSON line per
-configuration and a `paper_eval_summary` line with the ratios (to the
-authors' code, and kv_reuse over plain per backend):
-
-    PYTHONPATH=. python -m benchmarks.paper_eval \
-        --peer-python PEER/bin/python --authors-code PEER/transformer-xl
-    PYTHONPATH=. python -m benchmarks.paper_eval --quick   # ~1 min
+From a full memory of random states, `--warmup` segments, then
+`--segments` timed; a `paper_eval_summary` line with the ratios.
 """
 
 import argparse
@@ -45,26 +22,23 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # The paper's wt103 evaluation: tgt_len, mem_len, clamp_len, same_length.
 PAPER = dict(segment_length=128, memory_length=1600, clamp_length=1000)
 MODES = ("plain", "kv_reuse")
+MODEL_KEYS = "num_layers hidden_dim num_heads head_dim intermediate_dim".split()
+MODEL_KEYS += ["vocabulary_size"]
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
-    parser.add_argument("--backends", default="tensorflow,jax")
-    parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--batch-size", type=int, default=10)
-    parser.add_argument("--segments", type=int, default=6)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument(
-        "--memory-length", type=int, default=PAPER["memory_length"]
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="batch 2, 2 timed segments after 1 (for run_all --quick)",
-    )
-    parser.add_argument("--peer-python", metavar="PYTHON")
-    parser.add_argument("--authors-code", metavar="DIR")
+    add = parser.add_argument
+    add("--child", choices=MODES, help=argparse.SUPPRESS)
+    add("--backends", default="tensorflow,jax")
+    add("--modes", default=",".join(MODES))
+    add("--batch-size", type=int, default=10)
+    add("--segments", type=int, default=6)
+    add("--warmup", type=int, default=2)
+    add("--memory-length", type=int, default=PAPER["memory_length"])
+    add("--quick", action="store_true", help="batch 2, 1 + 2 segments")
+    add("--peer-python", metavar="PYTHON")
+    add("--authors-code", metavar="DIR")
     args = parser.parse_args(argv)
     if args.quick:
         args.batch_size, args.segments, args.warmup = 2, 2, 1
@@ -199,17 +173,7 @@ def run_child(args):
             **PAPER,
             "memory_length": m,
             "same_length": True,
-            "model": {
-                k: size[k]
-                for k in (
-                    "num_layers",
-                    "hidden_dim",
-                    "num_heads",
-                    "head_dim",
-                    "intermediate_dim",
-                    "vocabulary_size",
-                )
-            },
+            "model": {k: size[k] for k in MODEL_KEYS},
             **common.backend_versions(),
             **common.machine_info(),
         }

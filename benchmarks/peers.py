@@ -1,39 +1,21 @@
-"""The peers of the benchmarks, measured in their own environment.
+"""The peers, measured in their own environment, and the goals (ratios of
+keras-txl's results to theirs) that run_all's tables show.
 
-Runs the authors' PyTorch Transformer-XL (kimiyoung/transformer-xl,
-`pytorch/mem_transformer.py`) and HuggingFace's `TransfoXLLMHeadModel` at
-the reference configuration of `benchmarks/common.py` (4 layers, hidden
-256, 8 heads x 32, inner 1024, T = M = 128, batch 16, 256 tokens,
-dropout 0.1, fp32), and prints `RESULT` lines as the keras-txl
-benchmarks do:
-
-- `train`: Adam steps of the authors' model (loss, backward, clipping
-  0.25, step), tokens/s after `--warmup` steps (at least one);
-- `eval`: the authors' forward pass without gradients, memory carried;
-- `generate`: HuggingFace's greedy `generate()` (batch 1, a prompt of 64
-  tokens, 256 new, memory 128): new tokens/s of the whole call.
-
-This script is not part of keras-txl and imports none of it: run it with
-the Python of an environment that has torch (and transformers for
-`generate`), e.g. the peer venv of tools/fixtures/README.md:
+The authors' PyTorch Transformer-XL (`pytorch/mem_transformer.py`, with
+the in-memory CPU patches of `tools/fixtures/make_official_pytorch.py`)
+and HuggingFace's `TransfoXLLMHeadModel` at the reference size (dropout
+0.1, fp32): `train` (Adam steps, clipping 0.25), `eval` (no gradients,
+memory carried), `generate` (HuggingFace's greedy `generate()`, batch 1,
+64-token prompt, 256 new), `paper_eval`. Imports none of keras-txl: run
+it with the Python of the peers' environment (tools/fixtures/README.md):
 
     PEER_PYTHON benchmarks/peers.py --authors-code PEERS/transformer-xl
 
-`benchmarks/run_all.py --peer-python PEER_PYTHON --authors-code DIR`
-runs it beside the keras-txl benchmarks. The authors' code is imported
-with the in-memory CPU patches of
-`tools/fixtures/make_official_pytorch.py` (`load_authors_code`); on the
-HuggingFace side, where a transformers release calls
-`Tensor.type_as(dtype=...)` (not a torch signature), the call is patched
-in memory to `.to(dtype)`.
-
-The authors' `MemTransformerLM` constructor leaves some parameters
-uninitialized (`r_w_bias` and `r_r_bias` are `torch.Tensor(...)`: whatever
-the allocator returns, from subnormals to 1e38); the authors' `train.py`
-initializes every weight afterwards. Every phase here initializes the
-model as that `train.py` does with its default arguments
-(`init_as_authors_train`) and stops if the loss of the first step is not
-finite; each result records that loss beside ln(vocabulary).
+The authors' constructor leaves `r_w_bias` and `r_r_bias` uninitialized
+(`torch.Tensor(...)`); every phase initializes the model as their
+`train.py` does (`init_as_authors_train`) and stops if the first loss is
+not finite. Where transformers calls `Tensor.type_as(dtype=...)` (not a
+torch signature), the call is patched in memory to `.to(dtype)`.
 """
 
 import argparse
@@ -62,34 +44,16 @@ PAPER_EVAL = dict(tgt_len=128, mem_len=1600, clamp_len=1000, same_length=True)
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--authors-code",
-        help="kimiyoung/transformer-xl (or its pytorch/ folder); "
-        "without it the authors' code is not measured",
-    )
-    parser.add_argument(
-        "--what",
-        nargs="+",
-        default=["train", "eval", "generate"],
-        choices=["train", "eval", "generate", "paper_eval"],
-    )
-    parser.add_argument(
-        "--paper-batch",
-        type=int,
-        default=10,
-        help="batch of `paper_eval` (the authors' eval.py: 10)",
-    )
-    parser.add_argument(
-        "--paper-mem-len",
-        type=int,
-        default=PAPER_EVAL["mem_len"],
-        help="memory of `paper_eval` (the paper's wt103: 1600)",
-    )
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--prompt", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=2)
+    add = parser.add_argument
+    add("--authors-code", help="kimiyoung/transformer-xl (or its pytorch/)")
+    phases = ["train", "eval", "generate", "paper_eval"]
+    add("--what", nargs="+", default=phases[:3], choices=phases)
+    add("--paper-batch", type=int, default=10, help="the authors' eval.py")
+    add("--paper-mem-len", type=int, default=PAPER_EVAL["mem_len"])
+    for name, default in (("steps", 10), ("warmup", 2), ("new-tokens", 256)):
+        add(f"--{name}", type=int, default=default)
+    add("--prompt", type=int, default=64)
+    add("--repeats", type=int, default=2)
     return parser.parse_args(argv)
 
 

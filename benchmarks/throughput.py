@@ -1,36 +1,16 @@
-"""Throughput: training and evaluation tokens/s through the public Keras
-path, the matmul roofline they are measured against, and the GPU pass.
+"""Throughput (docs/benchmarks.md, "Running"):
 
-    KERAS_BACKEND=tensorflow PYTHONPATH=. python -m benchmarks.throughput \
-        fit --size reference --dtype mixed_bfloat16
-    KERAS_BACKEND=tensorflow PYTHONPATH=. python -m benchmarks.throughput \
-        roofline
-    PYTHONPATH=. python -m benchmarks.throughput gpu     # on a GPU, < 8 min
-    PYTHONPATH=. python -m benchmarks.throughput gpu --quick  # CPU smoke run
-
-`fit`: `model.fit` / `model.evaluate` on an ordered tf.data dataset of
-`(inputs, targets)` with a fixed batch, the language model carrying its
-memory from batch to batch. One JSON line per phase: tokens/s (wall, and
-per CPU-second x cores), model FLOP utilisation (MFU: the analytic count
-of `common.py` over the matmul throughput measured in the same process),
-step times, peak RSS.
-
-`roofline`: `a @ b` compiled the way the backend runs a model
-(`jax.jit`, `tf.function` without XLA, eager torch) at the shapes of the
-reference model's largest matmuls and at a large square; the best.
-
-`gpu`: NVIDIA's Transformer-XL base size (DeepLearningExamples,
-`run_wt103_base.sh`: 16 layers, d_model 512, 8 heads x 64, d_inner 2,048,
-T = M = 192, dropout 0.1, batch 32), JAX and TensorFlow, float32 and
-mixed bfloat16, one child process per backend; MFU against the GPU's
-dense peak (bf16 tensor cores for mixed bfloat16, TF32 for float32),
-beside NVIDIA's published A100 numbers. The vocabulary is bytes, not
-WikiText-103's words under an adaptive softmax: tokens/s compare the
-transformer body only. Writes `--json` (default
-`benchmarks/results/gpu.json`) and prints the table for
-docs/benchmarks.md (`--markdown PATH` writes it too). Without a GPU it
-stops, unless `--allow-cpu` (slow) or `--quick` (the micro size,
-eagerly, 2 steps: its numbers mean nothing).
+- `fit`: `model.fit` / `model.evaluate` on ordered byte segments, the
+  memory carried from batch to batch; tokens/s (wall, and per CPU-second
+  x cores), MFU (the FLOP count of `common.py` over the `roofline`
+  measured in the same process), step times, peak RSS.
+- `roofline`: `a @ b` compiled as the backend runs a model, at the
+  reference model's largest matmul shapes and a square; the best.
+- `gpu`: NVIDIA's base size (`common.PEER_SIZES`), JAX and TensorFlow,
+  fp32 and mixed bf16, one child per backend; MFU against the GPU's
+  dense peak, beside NVIDIA's A100 numbers (a byte vocabulary: the
+  transformer body only). Without a GPU it stops, unless `--allow-cpu`
+  or `--quick` (micro size, eager, 2 steps: a smoke run).
 """
 
 import argparse
@@ -508,12 +488,12 @@ def gpu(args, argv):
         "nvidia_source": NVIDIA_SOURCE,
         "peak_tflops_table": [list(p) for p in PEAK_TFLOPS],
     }
-    for path, content in ((args.json, json.dumps(out, indent=1)),) + (
-        ((args.markdown, text),) if args.markdown else ()
-    ):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(content + "\n")
+    writes = {args.json: json.dumps(out, indent=1), args.markdown: text}
+    for path, content in writes.items():
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(content + "\n")
     print(text)
     failed = [r for r in results if "error" in r]
     if failed:
@@ -523,56 +503,32 @@ def gpu(args, argv):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    one = common.add_common_args(commands.add_parser("fit", help="fit"))
-    one.add_argument("--jit", default="auto", help="auto | true | false")
-    one.add_argument("--steps", type=int, default=20)
-    one.add_argument("--warmup", type=int, default=3)
-    one.add_argument("--eval-steps", type=int, default=20)
-    one.add_argument("--steps-per-execution", type=int, default=1)
-    one.add_argument("--dropout", type=float, default=0.1)
-    one.add_argument(
-        "--mode", default="both", choices=["train", "eval", "both"]
-    )
-    one.add_argument(
-        "--roofline-seconds",
-        type=float,
-        default=1.0,
-        help="time spent measuring matmul throughput in this process for "
-        "the model FLOP utilisation (0: skip)",
-    )
+    one = common.add_common_args(commands.add_parser("fit"))
+    gpu = commands.add_parser("gpu", help="the GPU pass")
+    for sub, steps in ((one, 20), (gpu, 30)):
+        sub.add_argument("--steps", type=int, default=steps)
+        sub.add_argument("--eval-steps", type=int, default=20)
+        sub.add_argument("--warmup", type=int, default=3)
+    add = one.add_argument
+    add("--jit", default="auto", help="auto | true | false")
+    add("--steps-per-execution", type=int, default=1)
+    add("--dropout", type=float, default=0.1)
+    add("--mode", default="both", choices=["train", "eval", "both"])
+    add("--roofline-seconds", type=float, default=1.0, help="0: no MFU")
     top = commands.add_parser("roofline", help="matmul GFLOP/s")
     top.add_argument("--dtypes", default="float32,bfloat16")
     top.add_argument("--seconds", type=float, default=1.5)
-    gpu = commands.add_parser("gpu", help="the GPU pass")
-    gpu.add_argument("--backends", default="jax,tensorflow")
-    gpu.add_argument("--dtypes", default="float32,mixed_bfloat16")
-    gpu.add_argument("--size", default="nvidia_base")
-    gpu.add_argument("--steps", type=int, default=30)
-    gpu.add_argument("--eval-steps", type=int, default=20)
-    gpu.add_argument("--warmup", type=int, default=3)
-    gpu.add_argument(
-        "--quick",
-        action="store_true",
-        help="the micro size, eagerly, 2 steps: checks that the pass runs "
-        "(CI, no GPU); the numbers mean nothing",
-    )
-    gpu.add_argument(
-        "--allow-cpu",
-        action="store_true",
-        help="run the full sizes without a GPU (slow)",
-    )
-    gpu.add_argument(
-        "--json",
-        default=os.path.join(common.ROOT, "benchmarks", "results", "gpu.json"),
-    )
-    gpu.add_argument("--markdown", default=None, help="also write the table")
-    gpu.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    gpu.add_argument(
-        "--timeout",
-        type=int,
-        default=235,
-        help="seconds per backend (2 backends: under 8 minutes)",
-    )
+    add = gpu.add_argument
+    add("--backends", default="jax,tensorflow")
+    add("--dtypes", default="float32,mixed_bfloat16")
+    add("--size", default="nvidia_base")
+    add("--quick", action="store_true", help="a CPU smoke run")
+    add("--allow-cpu", action="store_true", help="full sizes on the CPU")
+    results = os.path.join(common.ROOT, "benchmarks", "results")
+    add("--json", default=os.path.join(results, "gpu.json"))
+    add("--markdown", default=None, help="also write the table")
+    add("--worker", action="store_true", help=argparse.SUPPRESS)
+    add("--timeout", type=int, default=235, help="seconds per backend")
     return parser.parse_args(argv)
 
 
