@@ -230,26 +230,12 @@ def ordered_segments(tokens, batch_size, segment_length):
     import numpy as np
 
     stream_length = (len(tokens) - 1) // batch_size
-    streams = np.stack(
-        [
-            tokens[b * stream_length : (b + 1) * stream_length + 1]
-            for b in range(batch_size)
-        ]
-    )  # (batch, stream_length + 1)
-    num_batches = (stream_length) // segment_length
-    x = np.stack(
-        [
-            streams[:, i * segment_length : (i + 1) * segment_length]
-            for i in range(num_batches)
-        ]
-    )
-    y = np.stack(
-        [
-            streams[:, i * segment_length + 1 : (i + 1) * segment_length + 1]
-            for i in range(num_batches)
-        ]
-    )
-    return x, y
+    streams = tokens[: batch_size * stream_length + 1]
+    index = np.arange(batch_size)[:, None] * stream_length
+    num_batches = stream_length // segment_length
+    steps = np.arange(num_batches)[:, None, None] * segment_length
+    x = streams[index[None] + steps + np.arange(segment_length)]
+    return x, streams[index[None] + steps + np.arange(1, segment_length + 1)]
 
 
 def to_dataset(x, y, repeat=1):
@@ -363,10 +349,22 @@ def cell(spec, names):
     """A cell writer from its text: `name()`, the function `names[name]`
     of the row; or `key[.key...][:FORMAT[:SUFFIX]]`, the value at the key
     path by `fmt` with FORMAT digits (FORMAT ".2f" and the like:
-    `format(value, FORMAT)`), SUFFIX after it."""
+    `format(value, FORMAT)`; "%": `pct`), SUFFIX after it; "a / b" for
+    two keys."""
     if spec.endswith("()"):
         return names[spec[:-2]]
     path, digits, suffix = spec.split(":") + ["0", ""][spec.count(":") :]
+    if " / " in path:  # "a / b:FORMAT": both, or "-" when neither is there
+        cells = [
+            cell(":".join([p, digits, suffix]), names)
+            for p in path.split(" / ")
+        ]
+
+        def pair(row):
+            texts = [c(row) for c in cells]
+            return "-" if set(texts) == {"-"} else " / ".join(texts)
+
+        return pair
 
     def write(row):
         value = row
@@ -374,6 +372,8 @@ def cell(spec, names):
             value = value.get(key) if isinstance(value, dict) else None
         if value is None:
             return "-"
+        if digits == "%":
+            return pct(value)
         if digits.startswith("."):
             return format(value, digits) + suffix
         return fmt(value, int(digits)) + suffix

@@ -329,33 +329,26 @@ def long_text(args):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    nine = common.add_common_args(commands.add_parser("table9"))
+    subs = map(commands.add_parser, ("table9", "growth", "long-text"))
+    nine, grow, text = map(common.add_common_args, subs)
+    for sub, batch, reps in ((nine, 1, 5), (grow, 4, 3)):
+        sub.add_argument("--batch-size", type=int, default=batch)
+        sub.add_argument("--reps", type=int, default=reps)
+        sub.add_argument("--plot", default=None, help="PNG path")
+    for sub, length in ((nine, 128), (grow, 128), (text, 64)):
+        sub.add_argument("--segment-length", type=int, default=length)
+        if sub is not nine:
+            sub.add_argument("--memory-length", type=int, default=length)
     nine.add_argument("--lengths", default="128,256,512,1024,2048")
-    nine.add_argument("--segment-length", type=int, default=128)
-    nine.add_argument("--batch-size", type=int, default=1)
-    nine.add_argument("--reps", type=int, default=5)
     nine.add_argument("--vanilla-reps", type=int, default=2)
-    nine.add_argument("--plot", default=None, help="PNG path")
-    grow = common.add_common_args(commands.add_parser("growth"))
-    grow.add_argument("--batch-size", type=int, default=4)
-    grow.add_argument("--segment-length", type=int, default=128)
-    grow.add_argument("--memory-length", type=int, default=128)
-    grow.add_argument("--memories", default="0,128,256,512,1024,2048")
-    grow.add_argument("--segments", default="32,64,128,256,512")
-    grow.add_argument("--reps", type=int, default=3)
-    grow.add_argument(
-        "--rss-memories",
-        default="0,512,2048,4096",
-        help="M values of the peak-RSS probes ('' to skip)",
-    )
-    grow.add_argument("--rss-batch-size", type=int, default=16)
-    grow.add_argument("--plot", default=None)
-    grow.add_argument("--probe", type=int, default=None, help=argparse.SUPPRESS)
-    text = common.add_common_args(commands.add_parser("long-text"))
+    add = grow.add_argument
+    add("--memories", default="0,128,256,512,1024,2048")
+    add("--segments", default="32,64,128,256,512")
+    add("--rss-memories", default="0,512,2048,4096", help="'': no probes")
+    add("--rss-batch-size", type=int, default=16)
+    add("--probe", type=int, default=None, help=argparse.SUPPRESS)
     text.set_defaults(size="small")
     text.add_argument("--lengths", default="10000,100000,1000000")
-    text.add_argument("--segment-length", type=int, default=64)
-    text.add_argument("--memory-length", type=int, default=64)
     text.add_argument("--tokens", type=int, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 

@@ -27,13 +27,9 @@ GENERATE_LENGTHS = ("64", "256", "1024", "2048")
 
 
 def job(backend, module, *args, timeout=900, python=None):
-    return {
-        "backend": backend,
-        "module": module,
-        "args": list(args),
-        "timeout": timeout,
-        "python": python,
-    }
+    """A child process of the pass: {backend, module, args, timeout,
+    python}."""
+    return dict(locals(), args=list(args))
 
 
 def peer_jobs(peer_python, authors_code, quick):
@@ -149,18 +145,6 @@ def run_job(spec):
 # === The cells and rows of the tables that are more than a key ===
 
 
-def mfu(r):
-    return pct(r.get("mfu"))
-
-
-def mfu_cpu(r):
-    return pct(r.get("mfu_cpu"))
-
-
-def step_ms(r):
-    return f"{fmt(r['median_execution_ms'])} / {fmt(r['max_execution_ms'])}"
-
-
 def shapes(r):
     return ", ".join(
         f"{k}: {v['gflops_per_s']:.0f}" for k, v in r["per_shape"].items()
@@ -191,11 +175,9 @@ def x_authors(r):
     return f"{r['x_authors_wall']:.2f}x / {r['x_authors_cpu']:.2f}x"
 
 
-def kv_over_plain(r):
-    if "kv_reuse_over_plain_wall" not in r:
-        return "-"
-    wall, cpu = r["kv_reuse_over_plain_wall"], r["kv_reuse_over_plain_cpu"]
-    return f"{wall:.2f}x / {cpu:.2f}x"
+kv_over_plain = common.cell(
+    "kv_reuse_over_plain_wall / kv_reuse_over_plain_cpu:.2f:x", {}
+)
 
 
 def versions(r):
@@ -390,9 +372,9 @@ config | config()
 phase | phase
 tokens/s (wall) | tokens_per_s | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
-MFU (wall) | mfu() | r
-MFU (CPU) | mfu_cpu() | r
-step ms (median / max) | step_ms()
+MFU (wall) | mfu:% | r
+MFU (CPU) | mfu_cpu:% | r
+step ms (median / max) | median_execution_ms / max_execution_ms
 peak RSS MiB | peak_rss_mib | r
 load | loadavg_1min:.1f | r""",
         ),
