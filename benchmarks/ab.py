@@ -191,16 +191,8 @@ def compare_attention(args):
             run()
         timings = interleave(runners, args.rounds, calls=5)
         for name, (cpu, wall) in timings.items():
-            common.emit(
-                {
-                    **fields,
-                    "part": "shift",
-                    "variant": name,
-                    "dtype": "float32",
-                    "cpu_ms": 1000 * cpu,
-                    "wall_ms": 1000 * wall,
-                }
-            )
+            row = dict(fields, part="shift", variant=name, dtype="float32")
+            common.emit(dict(row, cpu_ms=1000 * cpu, wall_ms=1000 * wall))
     if "model" not in args.what:
         return
     x, y = segments(size)
@@ -276,24 +268,22 @@ def compare_dropout(args):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    att = common.add_common_args(commands.add_parser("attention"))
-    att.add_argument("--commit", default="5972056")
-    att.add_argument("--what", default="shift,model", help="shift, model")
-    att.add_argument("--rounds", type=int, default=4)
-    drop = common.add_common_args(commands.add_parser("dropout"))
-    drop.add_argument("--rounds", type=int, default=5)
-    drop.add_argument("--calls", type=int, default=2)
-    for sub in (att, drop):
+    att, drop = map(commands.add_parser, ("attention", "dropout"))
+    for sub, rounds in ((att, 4), (drop, 5)):
+        common.add_common_args(sub)
+        sub.add_argument("--rounds", type=int, default=rounds)
         sub.add_argument("--jit", default="auto", help="auto | true | false")
         sub.add_argument("--dropout", type=float, default=0.1)
+    att.add_argument("--commit", default="5972056")
+    att.add_argument("--what", default="shift,model", help="shift, model")
+    drop.add_argument("--calls", type=int, default=2)
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    {"attention": compare_attention, "dropout": compare_dropout}[args.command](
-        args
-    )
+    run = {"attention": compare_attention, "dropout": compare_dropout}
+    run[args.command](args)
 
 
 if __name__ == "__main__":

@@ -73,17 +73,10 @@ def forward_flops_per_token(
     batch_size=1,
     **unused,
 ):
-    """Multiply-adds x 2 of one forward pass, per predicted token.
-
-    Counted per layer: the query projection of the T segment tokens; the
-    key and value projections of all T + M context rows (the memory is
-    re-projected every segment: its per-token share is (T + M) / T); the
-    position projection of the T + M relative embeddings (once per batch);
-    the three attention products (content scores, position scores,
-    probabilities x values), each over T + M keys; the output projection;
-    the two feed-forward matmuls. Then the output layer. Softmax, layer
-    norms and element-wise work are not counted (they are not matmuls).
-    """
+    """Multiply-adds x 2 of one forward pass, per predicted token: the
+    matmuls of each layer (the memory's keys and values re-projected
+    every segment), then the output layer; docs/benchmarks.md, "FLOPs per
+    token", spells the count out."""
     d, nd, f = hidden_dim, num_heads * head_dim, intermediate_dim
     t, k = segment_length, segment_length + memory_length
     per_layer = (
@@ -107,14 +100,10 @@ def make_backbone(size, dtype="float32", dropout=0.0, **options):
     `options` go to its constructor (`clamp_length`, `same_length`)."""
     from keras_txl.models import TransformerXLBackbone
 
+    keys = "vocabulary_size num_layers num_heads hidden_dim head_dim".split()
+    keys += ["intermediate_dim", "memory_length"]
     return TransformerXLBackbone(
-        vocabulary_size=size["vocabulary_size"],
-        num_layers=size["num_layers"],
-        num_heads=size["num_heads"],
-        hidden_dim=size["hidden_dim"],
-        head_dim=size["head_dim"],
-        intermediate_dim=size["intermediate_dim"],
-        memory_length=size["memory_length"],
+        **{key: size[key] for key in keys},
         dropout=dropout,
         dtype=dtype,
         **options,
@@ -131,11 +120,36 @@ def axes(columns, width):
     return plt.subplots(1, columns, figsize=(width, 4))
 
 
+def lines(axis, x, series, xlabel, ylabel, log=False):
+    """Plots each `(values, style, label)` of `series` against `x`, with
+    labels and a legend; log-log (x in powers of 2) if `log`."""
+    for values, style, label in series:
+        axis.plot(x, values, style, label=label)
+    if log:
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+    axis.set(xlabel=xlabel, ylabel=ylabel)
+    axis.legend()
+
+
 def save_figure(fig, path):
     """Lays out and writes a matplotlib figure, creating its folder."""
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    folder_of(path)
     fig.savefig(path, dpi=100)
+
+
+def folder_of(path):
+    """Creates the folder of `path`; returns it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def write_text(path, text):
+    folder_of(path)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def peak_rss_mib():
@@ -150,22 +164,18 @@ def current_rss_mib():
 
 
 def machine_info():
-    info = {
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "loadavg_1min": os.getloadavg()[0],
-    }
+    info = dict(python=platform.python_version(), cpus=os.cpu_count())
+    info["loadavg_1min"] = os.getloadavg()[0]
     try:
         with open("/proc/cpuinfo") as f:
             text = f.read()
-        for line in text.splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        info["avx512_bf16"] = "avx512_bf16" in text
-        info["amx"] = "amx_bf16" in text
     except OSError:
-        pass
+        return info
+    names = [x for x in text.splitlines() if x.startswith("model name")]
+    if names:
+        info["cpu"] = names[0].split(":", 1)[1].strip()
+    info["avx512_bf16"] = "avx512_bf16" in text
+    info["amx"] = "amx_bf16" in text
     return info
 
 
@@ -223,19 +233,17 @@ def byte_corpus(max_bytes=None):
 
 def ordered_segments(tokens, batch_size, segment_length):
     """(inputs, targets) arrays of ordered segments: row b of batch i + 1
-    continues row b of batch i (the layout that memory carrying needs).
-
-    Returns arrays of shape (num_batches, batch, T).
-    """
+    continues row b of batch i (the layout that memory carrying needs),
+    shape (num_batches, batch, T) each."""
     import numpy as np
 
     stream_length = (len(tokens) - 1) // batch_size
     streams = tokens[: batch_size * stream_length + 1]
-    index = np.arange(batch_size)[:, None] * stream_length
     num_batches = stream_length // segment_length
-    steps = np.arange(num_batches)[:, None, None] * segment_length
-    x = streams[index[None] + steps + np.arange(segment_length)]
-    return x, streams[index[None] + steps + np.arange(1, segment_length + 1)]
+    index = np.arange(batch_size)[None, :, None] * stream_length
+    index = index + np.arange(num_batches)[:, None, None] * segment_length
+    index = index + np.arange(segment_length)  # (num_batches, batch, T)
+    return streams[index], streams[index + 1]
 
 
 def to_dataset(x, y, repeat=1):

@@ -120,13 +120,8 @@ def context(args):
 
     def recompute_step(prefix):
         empty = backbone.initial_memory(1, memory_length=0)
-        outputs = backbone(
-            {
-                "token_ids": prefix,
-                "memory": empty["memory"],
-                "valid_length": empty["valid_length"],
-            }
-        )
+        keys = ("memory", "valid_length")
+        outputs = backbone({"token_ids": prefix, **{k: empty[k] for k in keys}})
         return lm.compute_logits(outputs["sequence_output"][:, -1:])[:, -1]
 
     step_fn = common.compiled(memory_step, lm, xla=True)[0]
@@ -147,24 +142,16 @@ def context(args):
             }
             return generate_call(lm, inputs, memory_length=n)
 
-        generate_s = seconds(generate(n))
-        loop_s = (generate_s - seconds(generate(prompt + 1))) / (
-            args.new_tokens - 1
-        )
-        rows.append(
-            {
-                "context": n,
-                "memory_step_tokens_per_s": 1.0 / step_s,
-                "recompute_step_tokens_per_s": 1.0 / full_s,
-                "generate_tokens_per_s": args.new_tokens / generate_s,
-                "generate_loop_tokens_per_s": 1.0 / loop_s,
-                "memory_over_recompute": full_s / step_s,
-                "generate_loop_over_recompute": full_s / loop_s,
-                "generate_over_recompute": full_s
-                * args.new_tokens
-                / generate_s,
-            }
-        )
+        new, generate_s = args.new_tokens, seconds(generate(n))
+        loop_s = (generate_s - seconds(generate(prompt + 1))) / (new - 1)
+        row = dict(context=n, memory_step_tokens_per_s=1.0 / step_s)
+        row.update(recompute_step_tokens_per_s=1.0 / full_s)
+        row.update(generate_tokens_per_s=new / generate_s)
+        row.update(generate_loop_tokens_per_s=1.0 / loop_s)
+        row.update(memory_over_recompute=full_s / step_s)
+        row.update(generate_loop_over_recompute=full_s / loop_s)
+        row.update(generate_over_recompute=full_s * new / generate_s)
+        rows.append(row)
         common.log(rows[-1])
     result = {
         "benchmark": "generation",
@@ -184,21 +171,20 @@ def context(args):
 def plot_context(rows, path, backend, clock):
     contexts = [row["context"] for row in rows]
     figure, axis = common.axes(1, 6)
-    for key, label in [
-        ("memory_step_tokens_per_s", "memory: one step of 1 token"),
-        ("generate_loop_tokens_per_s", "memory: lm.generate, new tokens"),
-        ("generate_tokens_per_s", "memory: lm.generate, prompt included"),
-        ("recompute_step_tokens_per_s", "recompute the context per token"),
-    ]:
-        axis.plot(contexts, [row[key] for row in rows], "o-", label=label)
-    axis.set_xscale("log", base=2)
-    axis.set_yscale("log")
-    axis.set_xlabel("context length (tokens)")
+    series = [
+        ([row[key] for row in rows], "o-", label)
+        for key, label in [
+            ("memory_step_tokens_per_s", "memory: one step of 1 token"),
+            ("generate_loop_tokens_per_s", "memory: lm.generate, new tokens"),
+            ("generate_tokens_per_s", "memory: lm.generate, prompt included"),
+            ("recompute_step_tokens_per_s", "recompute the context per token"),
+        ]
+    ]
     seconds = "CPU second" if clock == "cpu" else "second"
-    axis.set_ylabel(f"tokens per {seconds} (batch 1)")
+    ylabel = f"tokens per {seconds} (batch 1)"
+    common.lines(axis, contexts, series, "context length (tokens)", ylabel, 1)
     axis.set_title(f"Transformer-XL generation ({backend}, CPU)")
     axis.grid(True, which="both", alpha=0.3)
-    axis.legend()
     common.save_figure(figure, path)
 
 

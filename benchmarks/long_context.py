@@ -94,30 +94,17 @@ def table9(args):
 def plot_table9(rows, path):
     fig, (left, right) = common.axes(2, 10)
     lengths = [r["attention_length"] for r in rows]
-    for axis, lines, label in (
-        (
-            left,
-            (("txl_ms_per_token", "o-", "TXL"),)
-            + (("vanilla_ms_per_token", "s-", "vanilla (window per token)"),),
-            "ms per predicted token",
-        ),
-        (
-            right,
-            (("speedup", "o-", "measured"),)
-            + (("flop_ratio", "--", "FLOP ratio (analytic)"),),
-            "speedup of memory reuse",
-        ),
+    for axis, keys, label in (
+        (left, ("txl_ms_per_token", "vanilla_ms_per_token"), "ms per token"),
+        (right, ("speedup", "flop_ratio"), "speedup of memory reuse"),
     ):
-        for key, style, name in lines:
-            axis.plot(lengths, [r[key] for r in rows], style, label=name)
-        axis.set_xscale("log", base=2)
-        axis.set_yscale("log")
-        axis.set_xlabel("attention length L")
-        axis.set_ylabel(label)
-        axis.legend()
-    fig.suptitle(
-        f"Evaluation speed, {rows[0]['backend']}, {rows[0]['dtype']} (CPU)"
-    )
+        names = dict(txl_ms_per_token="TXL", speedup="measured")
+        names.update(vanilla_ms_per_token="vanilla (window per token)")
+        names.update(flop_ratio="FLOP ratio (analytic)")
+        series = [([r[k] for r in rows], "o-", names[k]) for k in keys]
+        common.lines(axis, lengths, series, "attention length L", label, 1)
+    backend, dtype = rows[0]["backend"], rows[0]["dtype"]
+    fig.suptitle(f"Evaluation speed, {backend}, {dtype} (CPU)")
     common.save_figure(fig, path)
 
 
@@ -238,28 +225,19 @@ def plot_growth(time_rows, rss_rows, law, path, key="cpu_seconds"):
         )
         axis.legend()
     if rss_rows:
+        peak = [r["peak_rss_mib"] for r in rss_rows]
+        state = [
+            peak[0] - rss_rows[0]["state_mib"] + r["state_mib"]
+            for r in rss_rows
+        ]
+        scores = [
+            s + r["one_layer_scores_mib"] for s, r in zip(state, rss_rows)
+        ]
+        series = [(peak, "o-", "peak RSS")]
+        series.append((state, "--", "RSS(M=0) + carried memory B·L·M·d"))
+        series.append((scores, ":", "... + one layer's scores h·B·T·(T+M)"))
         ms = [r["memory_length"] for r in rss_rows]
-        base = rss_rows[0]["peak_rss_mib"] - rss_rows[0]["state_mib"]
-        for values, style, label in (
-            ([r["peak_rss_mib"] for r in rss_rows], "o-", "peak RSS"),
-            (
-                [base + r["state_mib"] for r in rss_rows],
-                "--",
-                "RSS(M=0) + carried memory B·L·M·d",
-            ),
-            (
-                [
-                    base + r["state_mib"] + r["one_layer_scores_mib"]
-                    for r in rss_rows
-                ],
-                ":",
-                "... + one layer's scores h·B·T·(T+M)",
-            ),
-        ):
-            axes[2].plot(ms, values, style, label=label)
-        axes[2].set_xlabel("memory length M")
-        axes[2].set_ylabel("MiB")
-        axes[2].legend()
+        common.lines(axes[2], ms, series, "memory length M", "MiB")
     fig.suptitle(
         f"Cost growth, {time_rows[0]['backend']}, {time_rows[0]['dtype']}"
     )

@@ -201,46 +201,28 @@ def summary(results):
     code (tokens/s, and peak memory), and kv_reuse over plain."""
     results = [r for r in results if "error" not in r]
     authors = [r for r in results if r.get("implementation") == "authors"]
+    authors = authors[:1]
     ours = [r for r in results if r.get("implementation") == "keras_txl"]
+    keys = ("tokens_per_s", "tokens_per_cpu_s_x_cores", "peak_rss_delta_mib")
     out = {"benchmark": "paper_eval_summary", "rows": []}
+
+    def over(r, base, name):  # r's rates over base's, wall and CPU
+        wall, cpu = (r[k] / base[k] for k in keys[:2])
+        return {f"{name}_wall": wall, f"{name}_cpu": cpu}
+
     for r in ours:
-        row = {
-            "backend": r["backend"],
-            "mode": r["mode"],
-            "tokens_per_s": r["tokens_per_s"],
-            "tokens_per_cpu_s_x_cores": r["tokens_per_cpu_s_x_cores"],
-            "peak_rss_delta_mib": r["peak_rss_delta_mib"],
-        }
-        if authors:
-            a = authors[0]
-            row["x_authors_wall"] = r["tokens_per_s"] / a["tokens_per_s"]
-            row["x_authors_cpu"] = (
-                r["tokens_per_cpu_s_x_cores"] / a["tokens_per_cpu_s_x_cores"]
-            )
-            row["memory_over_authors"] = r["peak_rss_delta_mib"] / max(
-                a["peak_rss_delta_mib"], 1e-9
-            )
-        plain = [
-            p
-            for p in ours
-            if p["backend"] == r["backend"] and p["mode"] == "plain"
-        ]
+        row = {k: r[k] for k in ("backend", "mode", *keys)}
+        for a in authors:
+            row.update(over(r, a, "x_authors"))
+            row["memory_over_authors"] = r[keys[2]] / max(a[keys[2]], 1e-9)
+        same = (r["backend"], "plain")
+        plain = [p for p in ours if (p["backend"], p["mode"]) == same]
         if r["mode"] == "kv_reuse" and plain:
-            row["kv_reuse_over_plain_wall"] = (
-                r["tokens_per_s"] / plain[0]["tokens_per_s"]
-            )
-            row["kv_reuse_over_plain_cpu"] = (
-                r["tokens_per_cpu_s_x_cores"]
-                / plain[0]["tokens_per_cpu_s_x_cores"]
-            )
+            row.update(over(r, plain[0], "kv_reuse_over_plain"))
         out["rows"].append(row)
-    if authors:
-        out["authors_tokens_per_s"] = authors[0]["tokens_per_s"]
-        out["authors_tokens_per_cpu_s_x_cores"] = authors[0][
-            "tokens_per_cpu_s_x_cores"
-        ]
-        out["authors_peak_rss_delta_mib"] = authors[0]["peak_rss_delta_mib"]
-    else:
+    for a in authors:
+        out.update({f"authors_{k}": a[k] for k in keys})
+    if not authors:
         out["authors"] = "not measured (no --peer-python/--authors-code)"
     return out
 

@@ -114,22 +114,10 @@ PROJ_INIT_STD = 0.01
 
 def init_as_authors_train(model, std=INIT_STD, proj_std=PROJ_INIT_STD):
     """Initialize `model` in place as the authors' `pytorch/train.py` does
-    with its default arguments (its `weights_init`, applied to every
-    module; re-implemented here from what that function does, by the
-    module's class name):
-
-    - `...Linear...`: weight ~ N(0, std), bias 0;
-    - `AdaptiveEmbedding`: each projection in `emb_projs` ~ N(0, proj_std);
-    - other `...Embedding...`: weight ~ N(0, std);
-    - `ProjectedAdaptiveLogSoftmax`: `cluster_weight` ~ N(0, std),
-      `cluster_bias` 0, each projection in `out_projs` ~ N(0, proj_std);
-    - `...LayerNorm...`: weight ~ N(1, std), bias 0;
-    - `...TransformerLM...`: `r_emb`, `r_w_bias`, `r_r_bias` ~ N(0, std),
-      `r_bias` 0.
-
-    Tied weights are drawn once per owner; every owner draws from the same
-    law, so the order (train.py's `model.apply`) changes no distribution.
-    Returns the model.
+    with its default arguments: its `weights_init` on every module,
+    re-implemented by the module's class name. Tied weights are drawn
+    once per owner, from the same law, so the order changes no
+    distribution. Returns the model.
     """
     import torch
 

@@ -7,6 +7,7 @@ timings: docs/benchmarks.md.
 """
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -50,38 +51,31 @@ def suite(quick, backends, variants=False, peer_python=None, authors_code=None):
         for backend in backends
     ]
 
-    def fit(backend, *args):
-        return job(backend, "throughput", "fit", *args)
-
-    bf16 = ["--dtype", "mixed_bfloat16"]
+    f32, bf16 = ["--dtype", "float32"], ["--dtype", "mixed_bfloat16"]
     short = ["--steps", "4", "--eval-steps", "6", "--warmup", "2"]
-    if "tensorflow" in backends:
-        jobs += [
-            fit("tensorflow", "--dtype", "float32", *steps),
-            fit("tensorflow", *bf16, *steps),
+    roofline = ["--roofline-seconds", "0.5"] if quick else []
+    fits = {
+        "tensorflow": [f32 + steps, bf16 + steps],
+        "jax": [f32 + steps],
+        "torch": [["--size", "small", *roofline]],
+    }
+    if not quick:
+        fits["tensorflow"] += [
+            [*f32, "--jit", "true"],
+            [*bf16, "--steps-per-execution", "4"],
+            [*bf16, "--dropout", "0.0"],
+            ["--size", "small"],
+            ["--size", "base", *bf16, *short],
         ]
-        if not quick:
-            jobs += [
-                fit("tensorflow", "--dtype", "float32", "--jit", "true"),
-                fit("tensorflow", *bf16, "--steps-per-execution", "4"),
-                fit("tensorflow", *bf16, "--dropout", "0.0"),
-                fit("tensorflow", "--size", "small"),
-                fit("tensorflow", "--size", "base", *bf16, *short),
-            ]
-    if "jax" in backends:
-        jobs.append(fit("jax", "--dtype", "float32", *steps))
-        if not quick:
-            jobs += [
-                fit("jax", *bf16),
-                # What dropout's random numbers cost JAX (threefry on CPU).
-                fit("jax", "--dtype", "float32", "--dropout", "0.0"),
-                fit("jax", "--size", "small"),
-            ]
-    if "torch" in backends:
-        roofline = ["--roofline-seconds", "0.5"] if quick else []
-        jobs.append(fit("torch", "--size", "small", *roofline))
-        if not quick:
-            jobs.append(fit("torch", "--dtype", "float32", *short))
+        # Without dropout: what its random numbers cost JAX (threefry).
+        fits["jax"] += [bf16, [*f32, "--dropout", "0.0"], ["--size", "small"]]
+        fits["torch"].append(f32 + short)
+    jobs += [
+        job(backend, "throughput", "fit", *args)
+        for backend in ("tensorflow", "jax", "torch")
+        if backend in backends
+        for args in fits[backend]
+    ]
     lengths = "128,256,512" if quick else "128,256,512,1024,2048"
     plot = os.path.join(IMAGES, "eval_speed.png")
     table9 = ["table9", "--lengths", lengths, "--plot", plot]
@@ -126,15 +120,13 @@ def suite(quick, backends, variants=False, peer_python=None, authors_code=None):
 
 def run_job(spec):
     start = time.perf_counter()
+    options = dict(timeout=spec["timeout"], python=spec["python"])
     results, error, command = common.run_module(
-        spec["module"],
-        spec["args"],
-        spec["backend"],
-        timeout=spec["timeout"],
-        python=spec.get("python"),
+        spec["module"], spec["args"], spec["backend"], **options
     )
-    took = time.perf_counter() - start
-    common.log(f"  {len(results)} result(s) in {took:.0f} s")
+    common.log(
+        f"  {len(results)} result(s) in {time.perf_counter() - start:.0f} s"
+    )
     if error:
         results.append({"error": error, **spec})
     for result in results:
@@ -213,18 +205,18 @@ def paper_rows(results):
     return rows
 
 
+PAPER_INTRO = (
+    "Reference size, batch {batch_size}, T = {segment_length}, M = "
+    "{memory_length}, clamp {clamp_length}, same_length, fp32; {segments} "
+    "timed segments from a full memory. Peak memory: the growth of the "
+    "child process's peak RSS from before the first segment."
+)
+
+
 def paper_intro(results):
     runs = [r for r in kind("paper_eval")(results) if "error" not in r]
-    first = runs[0] if runs else {}
-    return (
-        f"Reference size, batch {first.get('batch_size', '?')}, T = "
-        f"{first.get('segment_length', '?')}, M = "
-        f"{first.get('memory_length', '?')}, clamp "
-        f"{first.get('clamp_length', '?')}, same_length, fp32; "
-        f"{first.get('segments', '?')} timed segments from a full memory. "
-        "Peak memory: the growth of the child process's peak RSS from "
-        "before the first segment."
-    )
+    first = collections.defaultdict(lambda: "?", runs[0] if runs else {})
+    return PAPER_INTRO.format_map(first)
 
 
 def generation_intro(results):
@@ -261,21 +253,18 @@ def growth_fit(results):
 def variant_rows(results):
     """Per (backend, dtype, phase): the original attention's tokens per
     CPU-second x cores, the current one's, and the change."""
-    found = kind("attention_variants")(results)
-    models = [r for r in found if r["part"] == "model"]
+    models = kind("attention_variants", part="model")(results)
+    current = {
+        (n["backend"], n["dtype"], n["phase"]): n["tokens_per_cpu_s_x_cores"]
+        for n in reversed(models)  # the first of each, as before
+        if n["variant"] == "current"
+    }
     rows = []
     for r in [m for m in models if m["variant"] == "original"]:
-        same = (r["backend"], r["dtype"], r["phase"])
-        for n in models:
-            if n["variant"] == "current" and same == (
-                n["backend"],
-                n["dtype"],
-                n["phase"],
-            ):
-                after = n["tokens_per_cpu_s_x_cores"]
-                change = after / r["tokens_per_cpu_s_x_cores"] - 1
-                rows.append(dict(r, after=after, change=f"{change:+.0%}"))
-                break
+        after = current.get((r["backend"], r["dtype"], r["phase"]))
+        if after is not None:
+            change = after / r["tokens_per_cpu_s_x_cores"] - 1
+            rows.append(dict(r, after=after, change=f"{change:+.0%}"))
     return rows
 
 
@@ -283,8 +272,11 @@ def variant_rows(results):
 
 
 def declare(title, *tables, **extra):
-    """A section: its title, tables (see `common.table`), and `image`,
-    `empty` (the text when no table has rows)."""
+    """A section: its title, tables (see `common.table`; one table's
+    `rows, columns[, intro]` alone), and `image`, `empty` (the text when
+    no table has rows)."""
+    if len(tables) > 1 and isinstance(tables[1], str):
+        tables = [tables]
     return dict(title=title, tables=tables, **extra)
 
 
@@ -300,9 +292,8 @@ DROPOUT_INTRO = (
 SECTIONS = [
     declare(
         "Goals",
-        (
-            peers.goal_rows,
-            """
+        peers.goal_rows,
+        """
 goal (reference size) | goal
 target | target | r
 keras-txl best: wall / CPU-normalized | ours | r
@@ -310,7 +301,6 @@ peer, same pass: wall / CPU-normalized | peer | r
 ratio: wall / CPU | ratio | r
 met (wall / CPU) | met
 by | by""",
-        ),
     ),
     declare(
         "What limits the goals not met",
@@ -338,33 +328,28 @@ CPU time / Keras's `Dropout` | cpu_time_vs_keras_dropout:.2f | r""",
     ),
     declare(
         "Peers, measured in the same pass (`benchmarks/peers.py`)",
-        (
-            peers.peer_rows,
-            """
+        peers.peer_rows,
+        """
 peer | name
 phase | phase
 tokens/s (wall) | tokens_per_s | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 versions | versions()""",
-        ),
     ),
     declare(
         "Matmul roofline",
-        (
-            kind("roofline"),
-            """
+        kind("roofline"),
+        """
 backend | backend
 dtype | dtype
 matmul GFLOP/s (best, wall) | gflops_per_s | r
 GFLOP per CPU-s x cores | gflops_per_cpu_s_x_cores | r
 per shape (wall) | shapes()""",
-        ),
     ),
     declare(
         "Training and evaluation through `fit` / `evaluate`",
-        (
-            kind("train_eval"),
-            """
+        kind("train_eval"),
+        """
 backend | backend
 size | size_of()
 dtype | dtype
@@ -377,13 +362,11 @@ MFU (CPU) | mfu_cpu:% | r
 step ms (median / max) | median_execution_ms / max_execution_ms
 peak RSS MiB | peak_rss_mib | r
 load | loadavg_1min:.1f | r""",
-        ),
     ),
     declare(
         "Evaluation speed: memory reuse vs a vanilla sliding window (Table 9)",
-        (
-            kind("eval_speed"),
-            """
+        kind("eval_speed"),
+        """
 attention length L | attention_length | r
 TXL (T, M) | segment_and_memory()
 TXL ms/token | txl_ms_per_token:3 | r
@@ -391,51 +374,44 @@ vanilla ms/token | vanilla_ms_per_token:1 | r
 speedup (wall) | speedup:0:x | r
 speedup (CPU time) | speedup_cpu_time:0:x | r
 FLOP ratio | flop_ratio:0:x | r""",
-        ),
         image="![eval speed](images/eval_speed.png)",
     ),
     declare(
         "Generation: memory reuse vs recomputing the context",
-        (
-            nested("generation", last=True),
-            """
+        nested("generation", last=True),
+        """
 context | context | r
 memory: one step | memory_step_tokens_per_s | r
 `lm.generate` (new tokens) | generate_loop_tokens_per_s | r
 recompute the context | recompute_step_tokens_per_s | r
 memory / recompute | memory_over_recompute:1:x | r
 generate / recompute | generate_loop_over_recompute:1:x | r""",
-            generation_intro,
-        ),
+        generation_intro,
         image="![generation](images/generation.png)",
     ),
     declare(
         "`generate()` cost per new token against the number of new tokens "
         "(default memory: the model's, 128; 64-token prompt)",
-        (
-            nested("generation_length"),
-            """
+        nested("generation_length"),
+        """
 backend | backend
 new tokens | new_tokens | r
 ms per token (CPU) | ms_per_token:.2f | r
 tokens/s (wall) | tokens_per_s | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 cost per token / at 64 | cost_ratio_to_first:.2f:x | r""",
-        ),
     ),
     declare(
         "Evaluation at the paper's wt103 settings (`benchmarks/paper_eval.py`)",
-        (
-            paper_rows,
-            """
+        paper_rows,
+        """
 implementation | name
 tokens/s (wall) | tokens_per_s | r
 tokens per CPU-s x cores | tokens_per_cpu_s_x_cores | r
 x authors (wall / CPU) | x_authors() | r
 kv_reuse / plain (wall / CPU) | kv_over_plain() | r
 peak RSS growth MiB | peak_rss_delta_mib | r""",
-            paper_intro,
-        ),
+        paper_intro,
     ),
     declare(
         "Cost growth",
@@ -483,14 +459,12 @@ wall ms | wall_ms:.1f | r""",
     ),
     declare(
         "Mixed bfloat16 vs float32, validation bpc at equal steps",
-        (
-            kind("precision_parity"),
-            """
+        kind("precision_parity"),
+        """
 dtype | dtype
 steps | steps | r
 val bpc | parity_bpc() | r
 train tokens/s | parity_rate() | r""",
-        ),
         empty="(not run in this pass; `--include "
         "benchmarks/results/studies.json` adds the stored run)",
     ),
@@ -545,8 +519,7 @@ def write_doc(path, block):
     else:
         text = (text or "# Benchmarks\n") + "\n## Measured tables\n\n"
         text += block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    common.write_text(path, text)
 
 
 def main(argv=None):
@@ -587,10 +560,9 @@ def main(argv=None):
         ):
             results += run_job(spec)
         elapsed = time.perf_counter() - start
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            saved = dict(started=started, wall_seconds=elapsed, argv=argv)
-            json.dump(dict(saved, results=results), f, indent=1)
+        saved = dict(started=started, wall_seconds=elapsed, argv=argv)
+        saved = json.dumps(dict(saved, results=results), indent=1)
+        common.write_text(args.json, saved)
     for path in [p for p in args.include.split(",") if p]:
         with open(path) as f:
             extra = json.load(f)

@@ -159,7 +159,7 @@ def step_clock():
             super().__init__()
             self.times, self.cpu, self.steps = [], [], []
 
-        def _record(self, batch, logs):
+        def on_train_batch_end(self, batch, logs=None):
             if logs and "loss" in logs:
                 float(logs["loss"])
             self.times.append(time.perf_counter())
@@ -167,11 +167,7 @@ def step_clock():
             self.cpu.append(t.user + t.system)
             self.steps.append(batch)
 
-        def on_train_batch_end(self, batch, logs=None):
-            self._record(batch, logs)
-
-        def on_test_batch_end(self, batch, logs=None):
-            self._record(batch, logs)
+        on_test_batch_end = on_train_batch_end
 
         def step_stats(self, warmup):
             """Median and largest wall ms of one execution after warmup:
@@ -288,17 +284,14 @@ def fit(args):
             # Achieved model FLOP/s over the matmul throughput measured in
             # this process, in wall time and in CPU time (the latter holds
             # when other processes share the cores).
+            peak_wall = best["gflops_per_s"]
+            peak_cpu = best["gflops_per_cpu_s_x_cores"]
             utilisation = {
                 "matmul_dtype": matmul_dtype,
-                "matmul_gflops_per_s": best["gflops_per_s"],
-                "matmul_gflops_per_cpu_s_x_cores": best[
-                    "gflops_per_cpu_s_x_cores"
-                ],
-                "mfu": tokens_s * flops / 1e9 / best["gflops_per_s"],
-                "mfu_cpu": tokens_cpu_s
-                * flops
-                / 1e9
-                / best["gflops_per_cpu_s_x_cores"],
+                "matmul_gflops_per_s": peak_wall,
+                "matmul_gflops_per_cpu_s_x_cores": peak_cpu,
+                "mfu": tokens_s * flops / 1e9 / peak_wall,
+                "mfu_cpu": tokens_cpu_s * flops / 1e9 / peak_cpu,
             }
         common.emit(
             {
@@ -488,12 +481,9 @@ def gpu(args, argv):
         "nvidia_source": NVIDIA_SOURCE,
         "peak_tflops_table": [list(p) for p in PEAK_TFLOPS],
     }
-    writes = {args.json: json.dumps(out, indent=1), args.markdown: text}
-    for path, content in writes.items():
-        if path:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(content + "\n")
+    common.write_text(args.json, json.dumps(out, indent=1) + "\n")
+    if args.markdown:
+        common.write_text(args.markdown, text + "\n")
     print(text)
     failed = [r for r in results if "error" in r]
     if failed:
