@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: presets, FLOP counts, timing, memory.
+"""Shared pieces of the benchmarks: sizes, FLOP counts, timing, RSS, the
+child processes and the compiled calls.
 
 Importing this module imports `keras_txl` and so `keras`, which fixes the
 backend: set `KERAS_BACKEND` before importing it.
@@ -8,56 +9,56 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import time
 
-from keras_txl.app.sizes import SIZES
+from keras_txl.app.sizes import SIZES as MODEL_SIZES
 
-# Model presets: a size of `keras_txl.app.sizes.SIZES`, of the
-# same name, with the segment, memory, batch and vocabulary of the
-# measurement.
-# `reference` is the configuration of the speed goals: 4 layers, hidden 256,
-# 8 heads x 32, intermediate 1024, T = M = 128, batch 16, a byte
-# vocabulary. `base` is the paper's 12-layer enwik8 model with shorter
-# segments (the paper's T = M = 512 takes minutes a step on 2 CPU cores).
-PRESETS = {
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The benchmarks' sizes: a model size of `keras_txl.app.sizes.SIZES`, of
+# the same name, with the segment, memory, batch and vocabulary of the
+# measurement. `reference` is the configuration of the speed goals: 4
+# layers, hidden 256, 8 heads x 32, intermediate 1024, T = M = 128, batch
+# 16, a byte vocabulary. `base` is the paper's 12-layer enwik8 model with
+# shorter segments (the paper's T = M = 512 takes minutes a step on 2 CPU
+# cores).
+SIZES = {
     name: dict(
-        SIZES[size],
+        MODEL_SIZES[name],
         segment_length=length,
         memory_length=length,
         batch_size=batch,
         vocabulary_size=256,
     )
-    for name, size, length, batch in (
-        ("micro", "micro", 8, 2),
-        ("small", "small", 32, 8),
-        ("reference", "reference", 128, 16),
-        ("base", "base", 256, 8),
+    for name, length, batch in (
+        ("micro", 8, 2),
+        ("small", 32, 8),
+        ("reference", 128, 16),
+        ("base", 256, 8),
     )
 }
 # NVIDIA's Transformer-XL "base" (DeepLearningExamples, run_wt103_base.sh:
 # 16 layers, d_model 512, 8 heads x 64, d_inner 2048, T = M = 192, batch
-# 32 per GPU), with a byte vocabulary: the GPU pass (benchmarks/gpu_pass.py).
+# 32 per GPU), with a byte vocabulary: the GPU pass (`throughput gpu`).
 # A peer's configuration, not one of keras-txl's model sizes: kept out of
-# `PRESETS`, whose names are `keras_txl.app.sizes.SIZES`'.
-PEER_PRESETS = {}
-PEER_PRESETS["nvidia_base"] = dict(
-    num_layers=16,
-    num_heads=8,
-    hidden_dim=512,
-    head_dim=64,
-    intermediate_dim=2048,
-    segment_length=192,
-    memory_length=192,
-    batch_size=32,
-    vocabulary_size=256,
-)
+# `SIZES`, whose names are `keras_txl.app.sizes.SIZES`'.
+PEER_SIZES = {
+    "nvidia_base": dict(
+        num_layers=16,
+        num_heads=8,
+        hidden_dim=512,
+        head_dim=64,
+        intermediate_dim=2048,
+        segment_length=192,
+        memory_length=192,
+        batch_size=32,
+        vocabulary_size=256,
+    )
+}
 
-DATA_PATH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "data",
-    "tinyshakespeare.txt",
-)
+DATA_PATH = os.path.join(ROOT, "data", "tinyshakespeare.txt")
 
 
 def forward_flops_per_token(
@@ -72,17 +73,10 @@ def forward_flops_per_token(
     batch_size=1,
     **unused,
 ):
-    """Multiply-adds x 2 of one forward pass, per predicted token.
-
-    Counted per layer: the query projection of the T segment tokens; the
-    key and value projections of all T + M context rows (the memory is
-    re-projected every segment: its per-token share is (T + M) / T); the
-    position projection of the T + M relative embeddings (once per batch);
-    the three attention products (content scores, position scores,
-    probabilities x values), each over T + M keys; the output projection;
-    the two feed-forward matmuls. Then the output layer. Softmax, layer
-    norms and element-wise work are not counted (they are not matmuls).
-    """
+    """Multiply-adds x 2 of one forward pass, per predicted token: the
+    matmuls of each layer (the memory's keys and values re-projected
+    every segment), then the output layer; docs/benchmarks.md, "FLOPs per
+    token", spells the count out."""
     d, nd, f = hidden_dim, num_heads * head_dim, intermediate_dim
     t, k = segment_length, segment_length + memory_length
     per_layer = (
@@ -96,35 +90,66 @@ def forward_flops_per_token(
     return num_layers * per_layer + 2 * d * vocabulary_size
 
 
-def training_flops_per_token(**preset):
+def training_flops_per_token(**size):
     """Forward + backward = 3 x forward (the usual estimate)."""
-    return 3 * forward_flops_per_token(**preset)
+    return 3 * forward_flops_per_token(**size)
 
 
-def make_backbone(preset, dtype="float32", dropout=0.0, **options):
-    """A `TransformerXLBackbone` of a preset's dimensions; `options` go to
-    its constructor (e.g. `clamp_length`, `same_length`)."""
+def make_backbone(size, dtype="float32", dropout=0.0, **options):
+    """A `TransformerXLBackbone` of a size's dimensions (a `SIZES` dict);
+    `options` go to its constructor (`clamp_length`, `same_length`)."""
     from keras_txl.models import TransformerXLBackbone
 
+    keys = "vocabulary_size num_layers num_heads hidden_dim head_dim".split()
+    keys += ["intermediate_dim", "memory_length"]
     return TransformerXLBackbone(
-        vocabulary_size=preset["vocabulary_size"],
-        num_layers=preset["num_layers"],
-        num_heads=preset["num_heads"],
-        hidden_dim=preset["hidden_dim"],
-        head_dim=preset["head_dim"],
-        intermediate_dim=preset["intermediate_dim"],
-        memory_length=preset["memory_length"],
+        **{key: size[key] for key in keys},
         dropout=dropout,
         dtype=dtype,
         **options,
     )
 
 
+def axes(columns, width):
+    """A matplotlib figure (no display) of `columns` axes in a row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(1, columns, figsize=(width, 4))
+
+
+def lines(axis, x, series, xlabel, ylabel, log=False):
+    """Plots each `(values, style, label)` of `series` against `x`, with
+    labels and a legend; log-log (x in powers of 2) if `log`."""
+    for values, style, label in series:
+        axis.plot(x, values, style, label=label)
+    if log:
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+    axis.set(xlabel=xlabel, ylabel=ylabel)
+    axis.legend()
+
+
 def save_figure(fig, path):
     """Lays out and writes a matplotlib figure, creating its folder."""
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    folder_of(path)
     fig.savefig(path, dpi=100)
+
+
+def folder_of(path):
+    """Creates the folder of `path`; returns it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def write_text(path, text):
+    folder_of(path)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def peak_rss_mib():
@@ -139,22 +164,18 @@ def current_rss_mib():
 
 
 def machine_info():
-    info = {
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "loadavg_1min": os.getloadavg()[0],
-    }
+    info = dict(python=platform.python_version(), cpus=os.cpu_count())
+    info["loadavg_1min"] = os.getloadavg()[0]
     try:
         with open("/proc/cpuinfo") as f:
             text = f.read()
-        for line in text.splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        info["avx512_bf16"] = "avx512_bf16" in text
-        info["amx"] = "amx_bf16" in text
     except OSError:
-        pass
+        return info
+    names = [x for x in text.splitlines() if x.startswith("model name")]
+    if names:
+        info["cpu"] = names[0].split(":", 1)[1].strip()
+    info["avx512_bf16"] = "avx512_bf16" in text
+    info["amx"] = "amx_bf16" in text
     return info
 
 
@@ -166,6 +187,12 @@ def backend_versions():
     module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}[name]
     versions[name] = __import__(module).__version__
     return versions
+
+
+def base_fields(args, name):
+    """A result's first fields: benchmark, size, dtype, versions, machine."""
+    fields = {"benchmark": name, "size": args.size, "dtype": args.dtype}
+    return {**fields, **backend_versions(), **machine_info()}
 
 
 def emit(result):
@@ -206,33 +233,17 @@ def byte_corpus(max_bytes=None):
 
 def ordered_segments(tokens, batch_size, segment_length):
     """(inputs, targets) arrays of ordered segments: row b of batch i + 1
-    continues row b of batch i (the layout that memory carrying needs).
-
-    Returns arrays of shape (num_batches, batch, T).
-    """
+    continues row b of batch i (the layout that memory carrying needs),
+    shape (num_batches, batch, T) each."""
     import numpy as np
 
     stream_length = (len(tokens) - 1) // batch_size
-    streams = np.stack(
-        [
-            tokens[b * stream_length : (b + 1) * stream_length + 1]
-            for b in range(batch_size)
-        ]
-    )  # (batch, stream_length + 1)
-    num_batches = (stream_length) // segment_length
-    x = np.stack(
-        [
-            streams[:, i * segment_length : (i + 1) * segment_length]
-            for i in range(num_batches)
-        ]
-    )
-    y = np.stack(
-        [
-            streams[:, i * segment_length + 1 : (i + 1) * segment_length + 1]
-            for i in range(num_batches)
-        ]
-    )
-    return x, y
+    streams = tokens[: batch_size * stream_length + 1]
+    num_batches = stream_length // segment_length
+    index = np.arange(batch_size)[None, :, None] * stream_length
+    index = index + np.arange(num_batches)[:, None, None] * segment_length
+    index = index + np.arange(segment_length)  # (num_batches, batch, T)
+    return streams[index], streams[index + 1]
 
 
 def to_dataset(x, y, repeat=1):
@@ -247,7 +258,7 @@ def to_dataset(x, y, repeat=1):
 
 
 def add_common_args(parser):
-    parser.add_argument("--preset", default="reference", choices=PRESETS)
+    parser.add_argument("--size", default="reference", choices=SIZES)
     parser.add_argument(
         "--dtype",
         default="float32",
@@ -258,3 +269,203 @@ def add_common_args(parser):
 
 def log(*args):
     print(*args, file=sys.stderr, flush=True)
+
+
+def run_module(module, args, backend, timeout=None, python=None):
+    """Runs `benchmarks.<module>` in a child process on `backend` (or the
+    script under another `python`: a peer's environment). Returns
+    `(results, error, command)`: its RESULT lines, the last lines of its
+    stderr when it failed (else None), and the command as text."""
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    if python:
+        command = [python, os.path.join(ROOT, "benchmarks", f"{module}.py")]
+        env.pop("PYTHONPATH", None)
+    else:
+        command = [sys.executable, "-m", f"benchmarks.{module}"]
+        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    command += [str(a) for a in args]
+    text = f"KERAS_BACKEND={backend} " + " ".join(["python"] + command[1:])
+    log(f"$ {text}")
+    try:
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return [], f"timeout after {timeout} s", text
+    results = parse_results(done.stdout)
+    error = None
+    if done.returncode != 0:
+        error = "\n".join(done.stderr.strip().splitlines()[-3:])
+        log("  failed: " + error.replace("\n", " | "))
+    return results, error, text
+
+
+def compiled(fn, lm, xla=False):
+    """`(fn compiled, sync)` the way the backend runs a model: `jax.jit`
+    with the weights passed as arguments (not baked in as constants), a
+    `tf.function` (with XLA if `xla`), eager torch under `no_grad`;
+    `sync(x)` waits for `x`."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        variables = lm.variables
+        values = [v.value for v in variables]
+
+        def pure(values, *args):
+            with keras.StatelessScope(
+                state_mapping=list(zip(variables, values))
+            ):
+                return fn(*args)
+
+        jitted = jax.jit(pure)
+        return lambda *args: jitted(values, *args), jax.block_until_ready
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=xla), lambda x: x
+    import torch
+
+    def eager(*args):
+        with torch.no_grad():
+            return fn(*args)
+
+    return eager, lambda x: x
+
+
+# === The tables of docs/benchmarks.md: declared as data, one writer ===
+
+
+def fmt(value, digits=0):
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def pct(value):
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def cell(spec, names):
+    """A cell writer from its text: `name()`, the function `names[name]`
+    of the row; or `key[.key...][:FORMAT[:SUFFIX]]`, the value at the key
+    path by `fmt` with FORMAT digits (FORMAT ".2f" and the like:
+    `format(value, FORMAT)`; "%": `pct`), SUFFIX after it; "a / b" for
+    two keys."""
+    if spec.endswith("()"):
+        return names[spec[:-2]]
+    path, digits, suffix = spec.split(":") + ["0", ""][spec.count(":") :]
+    if " / " in path:  # "a / b:FORMAT": both, or "-" when neither is there
+        cells = [
+            cell(":".join([p, digits, suffix]), names)
+            for p in path.split(" / ")
+        ]
+
+        def pair(row):
+            texts = [c(row) for c in cells]
+            return "-" if set(texts) == {"-"} else " / ".join(texts)
+
+        return pair
+
+    def write(row):
+        value = row
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            return "-"
+        if digits == "%":
+            return pct(value)
+        if digits.startswith("."):
+            return format(value, digits) + suffix
+        return fmt(value, int(digits)) + suffix
+
+    return write
+
+
+def columns(text, names):
+    """`[(header, cell, right-aligned)]` from lines `header | cell [| r]`
+    ("r": a number column)."""
+    out = []
+    for line in text.strip().splitlines():
+        header, spec, *align = [part.strip() for part in line.split(" | ")]
+        out.append((header, cell(spec, names), align == ["r"]))
+    return out
+
+
+def kind(name, **match):
+    """The results of benchmark `name` (with the values of `match`)."""
+    match["benchmark"] = name
+    return lambda results: [
+        r for r in results if all(r.get(k) == v for k, v in match.items())
+    ]
+
+
+def nested(name, last=False):
+    """The rows under "rows" of each result of benchmark `name` (of the
+    last one only if `last`), each with its result's backend."""
+
+    def rows(results):
+        found = kind(name)(results)[-1:] if last else kind(name)(results)
+        return [
+            dict(row, backend=r.get("backend"))
+            for r in found
+            for row in r["rows"]
+        ]
+
+    return rows
+
+
+def table(spec, results, names):
+    """Markdown of one table: `spec` is `(rows, columns[, intro])`, the
+    rows a function of the results, the columns text of `columns`, the
+    intro a paragraph (text, or a function of the results); or a
+    function of the results alone, a paragraph. `None`: nothing to say."""
+    if callable(spec):
+        return spec(results)
+    rows, text, *intro = spec
+    rows = rows(results)
+    if not rows:
+        return None
+    cols = columns(text, names)
+    lines = [i if isinstance(i, str) else i(results) for i in intro]
+    lines += [""] if intro else []
+    lines += [
+        "| " + " | ".join(header for header, _, _ in cols) + " |",
+        "|" + "|".join("---:" if right else "---" for *_, right in cols) + "|",
+    ]
+    lines += ["| " + " | ".join(c(r) for _, c, _ in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def config(r):
+    """A `fit` result's configuration, as the tables name it."""
+    jit = r.get("jit_compile")
+    label = f"jit={jit}"
+    if jit == "auto":
+        label += f" ({'XLA' if r.get('resolved_jit_compile') else 'no XLA'})"
+    if r.get("backend") == "jax":
+        label = "jit"
+    if r.get("steps_per_execution", 1) != 1:
+        label += f", spe={r['steps_per_execution']}"
+    if r.get("dropout") != 0.1:
+        label += f", dropout={r.get('dropout')}"
+    return label
+
+
+def size_of(r):
+    return r.get("size", r.get("preset"))  # "preset": results before #lean
+
+
+def section(spec, results, names):
+    """The tables of a section (`{"title", "tables"[, "image", "empty"]}`),
+    or its `empty` text when none has anything to say."""
+    parts = [table(t, results, names) for t in spec["tables"]]
+    parts = [p for p in parts if p is not None]
+    return "\n\n".join(parts) if parts else spec.get("empty", "(not run)")

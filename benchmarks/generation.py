@@ -1,130 +1,116 @@
-"""Generation speed: reusing the memory vs recomputing the context.
+"""Generation (docs/benchmarks.md, "Running"):
 
-For each context length `n`, on one small model (4 layers, 128 wide,
-byte vocabulary), measured in the same run:
+- `context`: per context length n, one new token on a memory of n slots
+  against recomputing the n-token context, and `lm.generate()` end to
+  end and its loop alone (minus the same prompt with one new token).
+- `length`: `lm.generate()` as a user calls it (greedy, batch 1, a
+  `--prompt`-token prompt) per number of new tokens; each length's cost
+  per token over the shortest's (flat: near 1).
+- `profile`: the sampler loop's cost per new token (257 new tokens minus
+  1, over 256), then the instructions of each while-loop body in the
+  optimized HLO (`--xla_dump_to` in a child).
 
-- `memory_step`: one new token as `TransformerXLCausalLM.generate` makes
-  it: a single-token step that attends to a memory of `n` slots (the
-  function the generation loop runs, compiled).
-- `recompute_step`: one new token by running the whole context of `n`
-  tokens with an empty memory (what a model without memory or cache does
-  at every step), compiled.
-- `generate`: `lm.generate()` end to end (greedy, memory of `n`): a prompt
-  of `n - new_tokens` tokens, then `new_tokens` new ones; tokens/s counts
-  the new tokens only, so the prompt's cost is in it.
-- `generate_loop`: the new tokens alone inside `lm.generate()`: the time
-  of the run above minus that of the same prompt with one new token,
-  over `new_tokens - 1`.
-
-Times are the best of `--repeats` runs after a warm-up run (compilation),
-on the process's CPU clock by default (`--clock wall` for elapsed time):
-on a machine shared with other jobs both are the estimates least disturbed
-by them. For one-thread numbers under JAX, set
-`XLA_FLAGS="--xla_cpu_multi_thread_eigen=false"`.
-
-Prints one JSON object (the table and the ratios memory/recompute) and
-writes a PNG of tokens/s against the context length.
-
-Usage:
-    KERAS_BACKEND=jax python benchmarks/generation.py \\
-        [--contexts 128 256 512 1024 2048] [--png generation.png]
+Best of `--repeats` after a compiling call, on the process CPU clock by
+default (`--clock wall`).
 """
 
 import argparse
-import json
+import collections
+import glob
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_txl.models import TransformerXLBackbone  # noqa: E402
-from keras_txl.models import TransformerXLCausalLM  # noqa: E402
+from benchmarks import common  # noqa: E402
+
+PROFILED_TOKENS = 256
+# The integer options of every subcommand, with their defaults.
+MODEL_ARGS = (
+    ("num-layers", 4),
+    ("hidden-dim", 256),
+    ("num-heads", 8),
+    ("prompt", 64),
+    ("repeats", 3),
+)
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--contexts", type=int, nargs="+", default=[128, 256, 512, 1024, 2048]
-    )
-    parser.add_argument("--num-layers", type=int, default=4)
-    parser.add_argument("--hidden-dim", type=int, default=128)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--clock",
-        choices=["cpu", "wall"],
-        default="cpu",
-        help="cpu: this process's CPU time (all its threads), the least "
-        "disturbed by other processes on a shared machine; wall: elapsed",
-    )
-    parser.add_argument("--png", default="generation.png")
-    return parser.parse_args()
+def make_lm(args):
+    """A greedy causal LM of the command's size (a memory of 128)."""
+    from keras_txl.models import TransformerXLCausalLM
 
-
-def compiled(lm, fn):
-    """`fn(*tensors)` compiled for the backend, reading `lm`'s weights."""
-    backend = keras.config.backend()
-    if backend == "jax":
-        import jax
-
-        variables = lm.trainable_variables + lm.non_trainable_variables
-
-        @jax.jit
-        def run(values, *args):
-            mapping = zip(variables, values)
-            with keras.StatelessScope(state_mapping=mapping):
-                return fn(*args)
-
-        values = [v.value for v in variables]
-        return lambda *args: run(values, *args)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn, jit_compile=True)
-    import torch
-
-    def run(*args):
-        with torch.no_grad():
-            return fn(*args)
-
-    return run
-
-
-def best_seconds(fn, repeats, clock):
-    """Best time of `fn()` on `clock` after one warm-up call (compilation)."""
-    keras.tree.map_structure(keras.ops.convert_to_numpy, fn())
-    times = []
-    for _ in range(repeats):
-        start = clock()
-        keras.tree.map_structure(keras.ops.convert_to_numpy, fn())
-        times.append(clock() - start)
-    return min(times)
-
-
-def main():
-    args = parse_args()
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     keras.utils.set_random_seed(0)
-    backbone = TransformerXLBackbone(
-        vocabulary_size=256,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        hidden_dim=args.hidden_dim,
-        head_dim=args.hidden_dim // args.num_heads,
-        intermediate_dim=4 * args.hidden_dim,
-        memory_length=128,
-    )
-    lm = TransformerXLCausalLM(backbone)
+    size = dict(model_fields(args), memory_length=128)
+    size.update(head_dim=args.hidden_dim // args.num_heads)
+    size.update(intermediate_dim=4 * args.hidden_dim)
+    lm = TransformerXLCausalLM(common.make_backbone(size))
     lm.build()
     lm.compile(sampler="greedy")
-    rng = np.random.RandomState(0)
+    return lm
+
+
+def model_fields(args):
+    return {
+        "num_layers": args.num_layers,
+        "hidden_dim": args.hidden_dim,
+        "num_heads": args.num_heads,
+        "vocabulary_size": 256,
+    }
+
+
+def prompt_inputs(prompt, new_tokens, rng):
+    """`generate()`'s inputs for batch 1: `prompt` random byte ids, then
+    `new_tokens` slots to fill."""
+    length = prompt + new_tokens
+    return {
+        "token_ids": rng.randint(0, 256, (1, length)).astype("int32"),
+        "padding_mask": np.arange(length)[None] < prompt,
+    }
+
+
+def timed(fn, repeats, by=0):
+    """`(wall, cpu)` seconds of the fastest of `repeats` calls of `fn()`
+    by wall (`by=0`) or CPU time (`by=1`: the process's, all its
+    threads), after one call that compiles."""
+
+    def call():
+        keras.tree.map_structure(keras.ops.convert_to_numpy, fn())
+
+    call()
+    best = None
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        call()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if best is None or (wall, cpu)[by] < best[by]:
+            best = (wall, cpu)
+    return best
+
+
+def generate_call(lm, inputs, memory_length=None):
+    return lambda: lm.generate(
+        inputs, stop_token_ids=None, memory_length=memory_length
+    )["token_ids"]
+
+
+# === Memory against recomputing the context ===
+
+
+def context(args):
+    pick = 1 if args.clock == "cpu" else 0
+    lm = make_lm(args)
+    backbone, rng = lm.backbone, np.random.RandomState(0)
+
+    def seconds(fn):
+        return timed(fn, args.repeats, by=pick)[pick]
 
     def memory_step(token, memory, valid_length):
         hidden, new_memory = lm._generate_segment(
@@ -134,108 +120,229 @@ def main():
 
     def recompute_step(prefix):
         empty = backbone.initial_memory(1, memory_length=0)
-        outputs = backbone(
-            {
-                "token_ids": prefix,
-                "memory": empty["memory"],
-                "valid_length": empty["valid_length"],
-            }
-        )
+        keys = ("memory", "valid_length")
+        outputs = backbone({"token_ids": prefix, **{k: empty[k] for k in keys}})
         return lm.compute_logits(outputs["sequence_output"][:, -1:])[:, -1]
 
-    step_fn = compiled(lm, memory_step)
-    full_fn = compiled(lm, recompute_step)
+    step_fn = common.compiled(memory_step, lm, xla=True)[0]
+    full_fn = common.compiled(recompute_step, lm, xla=True)[0]
     rows = []
-    for context in args.contexts:
-        tokens = rng.randint(0, 256, size=(1, context)).astype("int32")
-        memory = np.asarray(
-            rng.normal(size=(1, args.num_layers, context, args.hidden_dim)),
-            "float32",
-        )
-        valid = np.array([context], "int32")
-        token = tokens[:, :1]
-        step_s = best_seconds(
-            lambda: step_fn(token, memory, valid), args.repeats, clock
-        )
-        full_s = best_seconds(lambda: full_fn(tokens), args.repeats, clock)
-        prompt_length = context - args.new_tokens
+    for n in args.contexts:
+        tokens = rng.randint(0, 256, size=(1, n)).astype("int32")
+        memory = rng.normal(size=(1, args.num_layers, n, args.hidden_dim))
+        memory, valid = np.asarray(memory, "float32"), np.array([n], "int32")
+        step_s = seconds(lambda: step_fn(tokens[:, :1], memory, valid))
+        full_s = seconds(lambda: full_fn(tokens))
+        prompt = n - args.new_tokens
 
-        def generate(max_length):
+        def generate(length):
             inputs = {
-                "token_ids": tokens[:, :max_length],
-                "padding_mask": np.arange(max_length)[None] < prompt_length,
+                "token_ids": tokens[:, :length],
+                "padding_mask": np.arange(length)[None] < prompt,
             }
-            return lambda: lm.generate(
-                inputs, stop_token_ids=None, memory_length=context
-            )["token_ids"]
+            return generate_call(lm, inputs, memory_length=n)
 
-        generate_s = best_seconds(generate(context), args.repeats, clock)
-        one_token_s = best_seconds(
-            generate(prompt_length + 1), args.repeats, clock
-        )
-        loop_s = (generate_s - one_token_s) / (args.new_tokens - 1)
-        rows.append(
-            {
-                "context": context,
-                "memory_step_tokens_per_s": 1.0 / step_s,
-                "recompute_step_tokens_per_s": 1.0 / full_s,
-                "generate_tokens_per_s": args.new_tokens / generate_s,
-                "generate_loop_tokens_per_s": 1.0 / loop_s,
-                "memory_over_recompute": full_s / step_s,
-                "generate_loop_over_recompute": full_s / loop_s,
-                "generate_over_recompute": (
-                    full_s * args.new_tokens / generate_s
-                ),
-            }
-        )
-        print(json.dumps(rows[-1]), file=sys.stderr)
-
+        new, generate_s = args.new_tokens, seconds(generate(n))
+        loop_s = (generate_s - seconds(generate(prompt + 1))) / (new - 1)
+        row = dict(context=n, memory_step_tokens_per_s=1.0 / step_s)
+        row.update(recompute_step_tokens_per_s=1.0 / full_s)
+        row.update(generate_tokens_per_s=new / generate_s)
+        row.update(generate_loop_tokens_per_s=1.0 / loop_s)
+        row.update(memory_over_recompute=full_s / step_s)
+        row.update(generate_loop_over_recompute=full_s / loop_s)
+        row.update(generate_over_recompute=full_s * new / generate_s)
+        rows.append(row)
+        common.log(rows[-1])
     result = {
+        "benchmark": "generation",
         "backend": keras.config.backend(),
-        "model": {
-            "num_layers": args.num_layers,
-            "hidden_dim": args.hidden_dim,
-            "num_heads": args.num_heads,
-            "vocabulary_size": 256,
-            "batch_size": 1,
-        },
+        "model": dict(model_fields(args), batch_size=1),
         "clock": args.clock,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "new_tokens": args.new_tokens,
         "repeats": args.repeats,
         "rows": rows,
     }
-    print(json.dumps(result, indent=1))
-    # One line for `benchmarks.run_all`'s table.
-    print("RESULT " + json.dumps({"benchmark": "generation", **result}))
-    plot(rows, args.png, result["backend"], args.clock)
+    common.emit(result)
+    if args.png:
+        plot_context(rows, args.png, result["backend"], args.clock)
 
 
-def plot(rows, path, backend, clock):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_context(rows, path, backend, clock):
     contexts = [row["context"] for row in rows]
-    figure, axis = plt.subplots(figsize=(6, 4))
-    for key, label in [
-        ("memory_step_tokens_per_s", "memory: one step of 1 token"),
-        ("generate_loop_tokens_per_s", "memory: lm.generate, new tokens"),
-        ("generate_tokens_per_s", "memory: lm.generate, prompt included"),
-        ("recompute_step_tokens_per_s", "recompute the context per token"),
-    ]:
-        axis.plot(contexts, [row[key] for row in rows], "o-", label=label)
-    axis.set_xscale("log", base=2)
-    axis.set_yscale("log")
-    axis.set_xlabel("context length (tokens)")
+    figure, axis = common.axes(1, 6)
+    series = [
+        ([row[key] for row in rows], "o-", label)
+        for key, label in [
+            ("memory_step_tokens_per_s", "memory: one step of 1 token"),
+            ("generate_loop_tokens_per_s", "memory: lm.generate, new tokens"),
+            ("generate_tokens_per_s", "memory: lm.generate, prompt included"),
+            ("recompute_step_tokens_per_s", "recompute the context per token"),
+        ]
+    ]
     seconds = "CPU second" if clock == "cpu" else "second"
-    axis.set_ylabel(f"tokens per {seconds} (batch 1)")
+    ylabel = f"tokens per {seconds} (batch 1)"
+    common.lines(axis, contexts, series, "context length (tokens)", ylabel, 1)
     axis.set_title(f"Transformer-XL generation ({backend}, CPU)")
     axis.grid(True, which="both", alpha=0.3)
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    common.save_figure(figure, path)
+
+
+# === Cost per token against the number of new tokens ===
+
+
+def length(args):
+    lm = make_lm(args)
+    rng, rows = np.random.RandomState(0), []
+    for new in args.new_tokens:
+        inputs = prompt_inputs(args.prompt, new, rng)
+        call = generate_call(lm, inputs, args.memory_length)
+        wall, cpu = timed(call, args.repeats)
+        seconds = cpu if args.clock == "cpu" else wall
+        rows.append(
+            {
+                "new_tokens": new,
+                "seconds": seconds,
+                "ms_per_token": 1000.0 * seconds / new,
+                "tokens_per_s": new / wall,
+                "tokens_per_cpu_s_x_cores": new / cpu * (os.cpu_count() or 1),
+            }
+        )
+        common.log(rows[-1])
+    for row in rows:
+        row["cost_ratio_to_first"] = (
+            row["ms_per_token"] / rows[0]["ms_per_token"]
+        )
+    common.emit(
+        {
+            "benchmark": "generation_length",
+            "backend": keras.config.backend(),
+            "model": dict(model_fields(args), memory_length=128),
+            "prompt": args.prompt,
+            "generate_memory_length": args.memory_length,
+            "clock": args.clock,
+            "repeats": args.repeats,
+            "rows": rows,
+        }
+    )
+
+
+# === What XLA runs for one token ===
+
+
+def loop_bodies(hlo_text):
+    """`[(body name, Counter of its instructions' opcodes)]` for each
+    while loop of an optimized HLO module's text."""
+    computations, current = {}, None
+    for line in hlo_text.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
+        if head:
+            current = computations.setdefault(head.group(1), [])
+        elif current is not None and line.startswith("  "):
+            current.append(line)
+    bodies = []
+    for lines in computations.values():
+        for line in lines:
+            body = re.search(r" while\(.*body=%?([\w.\-]+)", line)
+            if body:
+                opcodes = collections.Counter(
+                    m.group(1)
+                    for m in (
+                        re.search(r"= .*?\s([a-z][\w\-]*)\(", x)
+                        for x in computations.get(body.group(1), [])
+                    )
+                    if m
+                )
+                bodies.append((body.group(1), opcodes))
+    return bodies
+
+
+def dump_counts(argv):
+    """Runs this module in a child with `--xla_dump_to` (XLA reads its
+    flags once per process) and summarizes the largest module's loops."""
+    with tempfile.TemporaryDirectory() as folder:
+        flags = os.environ.get("XLA_FLAGS", "")
+        flags += f" --xla_dump_to={folder} --xla_dump_hlo_as_text"
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.generation", *argv],
+            env=dict(os.environ, XLA_FLAGS=flags),
+            check=True,
+            capture_output=True,
+        )
+        modules = glob.glob(f"{folder}/*after_optimizations.txt")
+        with open(max(modules, key=os.path.getsize)) as f:
+            text = f.read()
+    keys = ("fusion", "dot", "copy", "dynamic-update-slice")
+    return {
+        # Inside fused computations too (a fusion may hold a dot).
+        "module_dots": len(re.findall(r" dot\(", text)),
+        "module_instructions": len(re.findall(r"^\s+%?\S+ = ", text, re.M)),
+        "while_bodies": [
+            {
+                "instructions": sum(c.values()),
+                **{k: c.get(k, 0) for k in keys},
+            }
+            for _, c in loop_bodies(text)
+        ],
+    }
+
+
+def profile(args, argv):
+    lm = make_lm(args)
+
+    def call(new_tokens):  # the same prompt for both lengths
+        inputs = prompt_inputs(
+            args.prompt, new_tokens, np.random.RandomState(0)
+        )
+        return generate_call(lm, inputs)
+
+    if args.compile_only:
+        return call(PROFILED_TOKENS + 1)()
+    one = timed(call(1), args.repeats)
+    many = timed(call(PROFILED_TOKENS + 1), args.repeats)
+    wall, cpu = ((m - o) / PROFILED_TOKENS for m, o in zip(many, one))
+    row = {
+        "benchmark": "generation_profile",
+        "backend": keras.backend.backend(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "loop_ms_per_token_wall": 1000 * wall,
+        "loop_ms_per_token_cpu": 1000 * cpu,
+        "tokens_per_s": 1 / wall,
+        "load": os.getloadavg()[0],
+    }
+    if not args.no_dump:
+        row.update(dump_counts(argv + ["--compile-only"]))
+    common.emit(row)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    ctx, size, prof = map(commands.add_parser, ("context", "length", "profile"))
+    contexts, lengths = [128, 256, 512, 1024, 2048], [64, 256, 1024, 2048]
+    ctx.add_argument("--contexts", type=int, nargs="+", default=contexts)
+    ctx.add_argument("--new-tokens", type=int, default=32)
+    ctx.add_argument("--png", default=None)
+    size.add_argument("--new-tokens", type=int, nargs="+", default=lengths)
+    size.add_argument("--memory-length", type=int, help="generate()'s")
+    prof.add_argument("--compile-only", action="store_true")
+    prof.add_argument("--no-dump", action="store_true")
+    for sub in (ctx, size, prof):
+        add = sub.add_argument
+        for name, default in MODEL_ARGS:
+            add(f"--{name}", type=int, default=default)
+        add("--clock", choices=["cpu", "wall"], default="cpu")
+    ctx.set_defaults(hidden_dim=128, num_heads=4, repeats=5)
+    prof.set_defaults(repeats=5)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.command == "profile":
+        return profile(args, argv)
+    {"context": context, "length": length}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,73 +1,44 @@
-"""Evaluation at the paper's WikiText-103 settings, against the authors'
-code in the same pass: tokens/s and peak memory.
+"""Evaluation at the paper's wt103 settings (T 128, M 1,600, clamp 1,000,
+same_length; reference size, batch 10, fp32) against the authors' code,
+each configuration in a child process of its own (its own peak RSS):
 
-The protocol of the paper's wt103 evaluation (the authors'
-`run_wt103_large.sh eval`): segments of T = 128 tokens, a memory of
-M = 1,600 states, relative distances clamped at 1,000, `same_length`
-(every query sees the same number of keys). The model is the reference
-size of the speed goals (4 layers, hidden 256, 8 heads x 32, inner 1,024,
-a byte vocabulary), batch 10 as the authors' `eval.py` uses, fp32, no
-dropout. Every configuration runs in a child process of its own, so that
-its peak resident memory (`ru_maxrss`) is its own:
+- `plain`: the backbone's graph on the carried hidden states (what
+  `evaluate` and `score` run);
+- `kv_reuse`: `call_with_key_value_cache` (what `generate()` runs): the
+  memory's keys and values carried, a segment projects only its T rows;
+- the authors' `MemTransformerLM` in eval mode (`peers.py --what
+  paper_eval` under `--peer-python`).
 
-- `plain` (keras-txl): the backbone's graph, the carried memory of hidden
-  states in, logits and the summed negative log-likelihood out: what
-  `evaluate` and `score` run. Every segment projects the keys and values
-  of all M + T context rows again.
-- `kv_reuse` (keras-txl): `TransformerXLBackbone.call_with_key_value_cache`
-  (what `generate()` runs): the memory's keys and values are carried
-  instead of its hidden states, and a segment projects only its own T
-  rows. Exact: a memory row's keys and values depend only on its hidden
-  state, which does not change while it stays in the memory (1,472 of the
-  1,600 rows stay from one segment to the next); the relative position
-  term is recomputed (it depends only on T and M).
-- the authors' PyTorch `MemTransformerLM` in eval mode under
-  `torch.no_grad()` (`benchmarks/peers.py --what paper_eval`), with the
-  Python of its own environment (`--peer-python`, `--authors-code`).
-
-Each starts from a full memory of random states (the steady state of a
-long text), compiles or warms up on `--warmup` segments, then times
-`--segments` segments, carrying the memory. Prints one JSON line per
-configuration and a `paper_eval_summary` line with the ratios (to the
-authors' code, and kv_reuse over plain per backend):
-
-    PYTHONPATH=. python -m benchmarks.paper_eval \
-        --peer-python PEER/bin/python --authors-code PEER/transformer-xl
-    PYTHONPATH=. python -m benchmarks.paper_eval --quick   # ~1 min
+From a full memory of random states, `--warmup` segments, then
+`--segments` timed; a `paper_eval_summary` line with the ratios.
 """
 
 import argparse
 import os
-import subprocess
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The paper's wt103 evaluation: tgt_len, mem_len, clamp_len, same_length.
 PAPER = dict(segment_length=128, memory_length=1600, clamp_length=1000)
 MODES = ("plain", "kv_reuse")
+MODEL_KEYS = "num_layers hidden_dim num_heads head_dim intermediate_dim".split()
+MODEL_KEYS += ["vocabulary_size"]
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
-    parser.add_argument("--backends", default="tensorflow,jax")
-    parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--batch-size", type=int, default=10)
-    parser.add_argument("--segments", type=int, default=6)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument(
-        "--memory-length", type=int, default=PAPER["memory_length"]
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="batch 2, 2 timed segments after 1 (for run_all --quick)",
-    )
-    parser.add_argument("--peer-python", metavar="PYTHON")
-    parser.add_argument("--authors-code", metavar="DIR")
+    add = parser.add_argument
+    add("--child", choices=MODES, help=argparse.SUPPRESS)
+    add("--backends", default="tensorflow,jax")
+    add("--modes", default=",".join(MODES))
+    add("--batch-size", type=int, default=10)
+    add("--segments", type=int, default=6)
+    add("--warmup", type=int, default=2)
+    add("--memory-length", type=int, default=PAPER["memory_length"])
+    add("--quick", action="store_true", help="batch 2, 1 + 2 segments")
+    add("--peer-python", metavar="PYTHON")
+    add("--authors-code", metavar="DIR")
     args = parser.parse_args(argv)
     if args.quick:
         args.batch_size, args.segments, args.warmup = 2, 2, 1
@@ -82,15 +53,15 @@ def build(batch_size, memory_length):
     from benchmarks import common
     from keras_txl.models import TransformerXLCausalLM
 
-    preset = common.PRESETS["reference"]
+    size = common.SIZES["reference"]
     backbone = common.make_backbone(
-        dict(preset, memory_length=memory_length),
+        dict(size, memory_length=memory_length),
         clamp_length=PAPER["clamp_length"],
         same_length=True,
     )
     lm = TransformerXLCausalLM(backbone)
     lm.build()  # the output layer's weights
-    return lm, preset
+    return lm, size
 
 
 def _nll_sum(lm, hidden, targets):
@@ -108,7 +79,6 @@ def step_functions(lm, segment_length, memory_length):
     """`{mode: fn(token_ids, targets, state) -> (nll_sum, state)}`:
     the two ways of evaluating a segment, uncompiled."""
     backbone = lm.backbone
-    position_keys = None
 
     def plain(token_ids, targets, state):
         from keras import ops
@@ -125,46 +95,10 @@ def step_functions(lm, segment_length, memory_length):
         return _nll_sum(lm, out["sequence_output"], targets), new
 
     def kv_reuse(token_ids, targets, state):
-        nonlocal position_keys
-        hidden, cache = backbone.call_with_key_value_cache(
-            token_ids, state, position_keys
-        )
+        _, hidden, cache = lm.call_with_key_value_cache(token_ids, state)
         return _nll_sum(lm, hidden, targets), cache
 
     return {"plain": plain, "kv_reuse": kv_reuse}
-
-
-def compile_step(fn, lm):
-    """`fn` compiled the way the backend runs a model: `jax.jit` (weights
-    passed as arguments, not baked in as constants) or a `tf.function`
-    without XLA (what `jit_compile="auto"` resolves to on a CPU)."""
-    import keras
-
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        variables = lm.variables
-        values = [v.value for v in variables]
-
-        def pure(values, *args):
-            mapping = list(zip(variables, values))
-            with keras.StatelessScope(state_mapping=mapping):
-                return fn(*args)
-
-        jitted = jax.jit(pure)
-        return lambda *args: jitted(values, *args), jax.block_until_ready
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn, jit_compile=False), lambda x: x
-    import torch
-
-    def eager(*args):
-        with torch.no_grad():
-            return fn(*args)
-
-    return eager, lambda x: x
 
 
 def initial_state(lm, mode, batch_size, memory_length, seed=0):
@@ -185,7 +119,7 @@ def initial_state(lm, mode, batch_size, memory_length, seed=0):
         ),
     }
     if mode == "kv_reuse":
-        return backbone.key_value_cache(memory)
+        return lm.key_value_cache(memory)
     return memory
 
 
@@ -194,14 +128,14 @@ def run_child(args):
 
     from benchmarks import common
 
-    lm, preset = build(args.batch_size, args.memory_length)
+    lm, size = build(args.batch_size, args.memory_length)
     t, b, m = PAPER["segment_length"], args.batch_size, args.memory_length
     fn = step_functions(lm, t, m)[args.child]
-    step, sync = compile_step(fn, lm)
+    step, sync = common.compiled(fn, lm)
     state = initial_state(lm, args.child, b, m)
     rng = np.random.default_rng(1)
     tokens = rng.integers(
-        0, preset["vocabulary_size"], (args.warmup + args.segments, b, t + 1)
+        0, size["vocabulary_size"], (args.warmup + args.segments, b, t + 1)
     ).astype("int32")
     baseline_rss = common.current_rss_mib()
     for i in range(args.warmup):
@@ -217,7 +151,7 @@ def run_child(args):
     cpu = time.process_time() - cpu
     count = b * t * args.segments
     cores = os.cpu_count() or 1
-    dims = dict(preset, batch_size=b, segment_length=t, memory_length=m)
+    dims = dict(size, batch_size=b, segment_length=t, memory_length=m)
     common.emit(
         {
             "benchmark": "paper_eval",
@@ -239,17 +173,7 @@ def run_child(args):
             **PAPER,
             "memory_length": m,
             "same_length": True,
-            "model": {
-                k: preset[k]
-                for k in (
-                    "num_layers",
-                    "hidden_dim",
-                    "num_heads",
-                    "head_dim",
-                    "intermediate_dim",
-                    "vocabulary_size",
-                )
-            },
+            "model": {k: size[k] for k in MODEL_KEYS},
             **common.backend_versions(),
             **common.machine_info(),
         }
@@ -259,57 +183,16 @@ def run_child(args):
 # === The pass (parent process) ===
 
 
-def child_command(args, backend, mode):
-    command = [sys.executable, "-m", "benchmarks.paper_eval", "--child", mode]
-    command += [
-        "--batch-size",
-        str(args.batch_size),
-        "--segments",
-        str(args.segments),
-        "--warmup",
-        str(args.warmup),
-        "--memory-length",
-        str(args.memory_length),
-    ]
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return command, env
-
-
-def peer_command(args):
-    command = [
-        args.peer_python,
-        os.path.join(ROOT, "benchmarks", "peers.py"),
-        "--what",
-        "paper_eval",
-        "--authors-code",
-        args.authors_code,
-        "--paper-batch",
-        str(args.batch_size),
-        "--paper-mem-len",
-        str(args.memory_length),
-        "--steps",
-        str(args.segments),
-        "--warmup",
-        str(args.warmup),
-    ]
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    return command, env
-
-
-def run(command, env, log):
+def run(module, argv, backend, python=None):
+    """One configuration in a child process: its RESULT lines, or an
+    error line."""
     from benchmarks import common
 
-    log("$ " + " ".join(command[1:]))
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True
+    results, error, command = common.run_module(
+        module, argv, backend, python=python
     )
-    results = common.parse_results(done.stdout)
-    if done.returncode != 0 or not results:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        log(f"  failed: {tail}")
-        return [{"benchmark": "paper_eval", "error": tail, "command": command}]
+    if error or not results:
+        return [{"benchmark": "paper_eval", "error": error, "command": command}]
     return results
 
 
@@ -318,46 +201,28 @@ def summary(results):
     code (tokens/s, and peak memory), and kv_reuse over plain."""
     results = [r for r in results if "error" not in r]
     authors = [r for r in results if r.get("implementation") == "authors"]
+    authors = authors[:1]
     ours = [r for r in results if r.get("implementation") == "keras_txl"]
+    keys = ("tokens_per_s", "tokens_per_cpu_s_x_cores", "peak_rss_delta_mib")
     out = {"benchmark": "paper_eval_summary", "rows": []}
+
+    def over(r, base, name):  # r's rates over base's, wall and CPU
+        wall, cpu = (r[k] / base[k] for k in keys[:2])
+        return {f"{name}_wall": wall, f"{name}_cpu": cpu}
+
     for r in ours:
-        row = {
-            "backend": r["backend"],
-            "mode": r["mode"],
-            "tokens_per_s": r["tokens_per_s"],
-            "tokens_per_cpu_s_x_cores": r["tokens_per_cpu_s_x_cores"],
-            "peak_rss_delta_mib": r["peak_rss_delta_mib"],
-        }
-        if authors:
-            a = authors[0]
-            row["x_authors_wall"] = r["tokens_per_s"] / a["tokens_per_s"]
-            row["x_authors_cpu"] = (
-                r["tokens_per_cpu_s_x_cores"] / a["tokens_per_cpu_s_x_cores"]
-            )
-            row["memory_over_authors"] = r["peak_rss_delta_mib"] / max(
-                a["peak_rss_delta_mib"], 1e-9
-            )
-        plain = [
-            p
-            for p in ours
-            if p["backend"] == r["backend"] and p["mode"] == "plain"
-        ]
+        row = {k: r[k] for k in ("backend", "mode", *keys)}
+        for a in authors:
+            row.update(over(r, a, "x_authors"))
+            row["memory_over_authors"] = r[keys[2]] / max(a[keys[2]], 1e-9)
+        same = (r["backend"], "plain")
+        plain = [p for p in ours if (p["backend"], p["mode"]) == same]
         if r["mode"] == "kv_reuse" and plain:
-            row["kv_reuse_over_plain_wall"] = (
-                r["tokens_per_s"] / plain[0]["tokens_per_s"]
-            )
-            row["kv_reuse_over_plain_cpu"] = (
-                r["tokens_per_cpu_s_x_cores"]
-                / plain[0]["tokens_per_cpu_s_x_cores"]
-            )
+            row.update(over(r, plain[0], "kv_reuse_over_plain"))
         out["rows"].append(row)
-    if authors:
-        out["authors_tokens_per_s"] = authors[0]["tokens_per_s"]
-        out["authors_tokens_per_cpu_s_x_cores"] = authors[0][
-            "tokens_per_cpu_s_x_cores"
-        ]
-        out["authors_peak_rss_delta_mib"] = authors[0]["peak_rss_delta_mib"]
-    else:
+    for a in authors:
+        out.update({f"authors_{k}": a[k] for k in keys})
+    if not authors:
         out["authors"] = "not measured (no --peer-python/--authors-code)"
     return out
 
@@ -375,11 +240,17 @@ def main(argv=None):
             "authors' code runs under the peer's Python), or neither"
         )
     results = []
+    lengths = ["--segments", args.segments, "--warmup", args.warmup]
+    child = ["--batch-size", args.batch_size, *lengths]
+    child += ["--memory-length", args.memory_length]
     for backend in [b for b in args.backends.split(",") if b]:
         for mode in [m for m in args.modes.split(",") if m]:
-            results += run(*child_command(args, backend, mode), common.log)
+            results += run("paper_eval", ["--child", mode, *child], backend)
     if args.peer_python:
-        results += run(*peer_command(args), common.log)
+        peer = ["--what", "paper_eval", "--authors-code", args.authors_code]
+        peer += ["--paper-batch", args.batch_size]
+        peer += ["--paper-mem-len", args.memory_length, "--steps"] + lengths[1:]
+        results += run("peers", peer, "peer", python=args.peer_python)
     for r in results:
         common.emit(r)
     common.emit(summary(results))

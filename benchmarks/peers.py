@@ -1,39 +1,21 @@
-"""The peers of the benchmarks, measured in their own environment.
+"""The peers, measured in their own environment, and the goals (ratios of
+keras-txl's results to theirs) that run_all's tables show.
 
-Runs the authors' PyTorch Transformer-XL (kimiyoung/transformer-xl,
-`pytorch/mem_transformer.py`) and HuggingFace's `TransfoXLLMHeadModel` at
-the reference configuration of `benchmarks/common.py` (4 layers, hidden
-256, 8 heads x 32, inner 1024, T = M = 128, batch 16, 256 tokens,
-dropout 0.1, fp32), and prints `RESULT` lines as the keras-txl
-benchmarks do:
-
-- `train`: Adam steps of the authors' model (loss, backward, clipping
-  0.25, step), tokens/s after `--warmup` steps (at least one);
-- `eval`: the authors' forward pass without gradients, memory carried;
-- `generate`: HuggingFace's greedy `generate()` (batch 1, a prompt of 64
-  tokens, 256 new, memory 128): new tokens/s of the whole call.
-
-This script is not part of keras-txl and imports none of it: run it with
-the Python of an environment that has torch (and transformers for
-`generate`), e.g. the peer venv of tools/fixtures/README.md:
+The authors' PyTorch Transformer-XL (`pytorch/mem_transformer.py`, with
+the in-memory CPU patches of `tools/fixtures/make_official_pytorch.py`)
+and HuggingFace's `TransfoXLLMHeadModel` at the reference size (dropout
+0.1, fp32): `train` (Adam steps, clipping 0.25), `eval` (no gradients,
+memory carried), `generate` (HuggingFace's greedy `generate()`, batch 1,
+64-token prompt, 256 new), `paper_eval`. Imports none of keras-txl: run
+it with the Python of the peers' environment (tools/fixtures/README.md):
 
     PEER_PYTHON benchmarks/peers.py --authors-code PEERS/transformer-xl
 
-`benchmarks/run_all.py --peer-python PEER_PYTHON --authors-code DIR`
-runs it beside the keras-txl benchmarks. The authors' code is imported
-with the in-memory CPU patches of
-`tools/fixtures/make_official_pytorch.py` (`load_authors_code`); on the
-HuggingFace side, where a transformers release calls
-`Tensor.type_as(dtype=...)` (not a torch signature), the call is patched
-in memory to `.to(dtype)`.
-
-The authors' `MemTransformerLM` constructor leaves some parameters
-uninitialized (`r_w_bias` and `r_r_bias` are `torch.Tensor(...)`: whatever
-the allocator returns, from subnormals to 1e38); the authors' `train.py`
-initializes every weight afterwards. Every phase here initializes the
-model as that `train.py` does with its default arguments
-(`init_as_authors_train`) and stops if the loss of the first step is not
-finite; each result records that loss beside ln(vocabulary).
+The authors' constructor leaves `r_w_bias` and `r_r_bias` uninitialized
+(`torch.Tensor(...)`); every phase initializes the model as their
+`train.py` does (`init_as_authors_train`) and stops if the first loss is
+not finite. Where transformers calls `Tensor.type_as(dtype=...)` (not a
+torch signature), the call is patched in memory to `.to(dtype)`.
 """
 
 import argparse
@@ -62,34 +44,16 @@ PAPER_EVAL = dict(tgt_len=128, mem_len=1600, clamp_len=1000, same_length=True)
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--authors-code",
-        help="kimiyoung/transformer-xl (or its pytorch/ folder); "
-        "without it the authors' code is not measured",
-    )
-    parser.add_argument(
-        "--what",
-        nargs="+",
-        default=["train", "eval", "generate"],
-        choices=["train", "eval", "generate", "paper_eval"],
-    )
-    parser.add_argument(
-        "--paper-batch",
-        type=int,
-        default=10,
-        help="batch of `paper_eval` (the authors' eval.py: 10)",
-    )
-    parser.add_argument(
-        "--paper-mem-len",
-        type=int,
-        default=PAPER_EVAL["mem_len"],
-        help="memory of `paper_eval` (the paper's wt103: 1600)",
-    )
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--prompt", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=2)
+    add = parser.add_argument
+    add("--authors-code", help="kimiyoung/transformer-xl (or its pytorch/)")
+    phases = ["train", "eval", "generate", "paper_eval"]
+    add("--what", nargs="+", default=phases[:3], choices=phases)
+    add("--paper-batch", type=int, default=10, help="the authors' eval.py")
+    add("--paper-mem-len", type=int, default=PAPER_EVAL["mem_len"])
+    for name, default in (("steps", 10), ("warmup", 2), ("new-tokens", 256)):
+        add(f"--{name}", type=int, default=default)
+    add("--prompt", type=int, default=64)
+    add("--repeats", type=int, default=2)
     return parser.parse_args(argv)
 
 
@@ -150,22 +114,10 @@ PROJ_INIT_STD = 0.01
 
 def init_as_authors_train(model, std=INIT_STD, proj_std=PROJ_INIT_STD):
     """Initialize `model` in place as the authors' `pytorch/train.py` does
-    with its default arguments (its `weights_init`, applied to every
-    module; re-implemented here from what that function does, by the
-    module's class name):
-
-    - `...Linear...`: weight ~ N(0, std), bias 0;
-    - `AdaptiveEmbedding`: each projection in `emb_projs` ~ N(0, proj_std);
-    - other `...Embedding...`: weight ~ N(0, std);
-    - `ProjectedAdaptiveLogSoftmax`: `cluster_weight` ~ N(0, std),
-      `cluster_bias` 0, each projection in `out_projs` ~ N(0, proj_std);
-    - `...LayerNorm...`: weight ~ N(1, std), bias 0;
-    - `...TransformerLM...`: `r_emb`, `r_w_bias`, `r_r_bias` ~ N(0, std),
-      `r_bias` 0.
-
-    Tied weights are drawn once per owner; every owner draws from the same
-    law, so the order (train.py's `model.apply`) changes no distribution.
-    Returns the model.
+    with its default arguments: its `weights_init` on every module,
+    re-implemented by the module's class name. Tied weights are drawn
+    once per owner, from the same law, so the order changes no
+    distribution. Returns the model.
     """
     import torch
 
@@ -431,6 +383,173 @@ def measure_huggingface(args):
         "transformers": transformers.__version__,
         "config": dict(REFERENCE, batch=1),
     }
+
+
+# === The goals: keras-txl's results over the peers' (run_all's tables) ===
+
+# Goals at the reference size, as multiples of the peers measured in the
+# same pass (benchmarks/peers.py): the authors' fp32 PyTorch training and
+# evaluation, HuggingFace's TransfoXL greedy generation.
+GOAL_FP32_MFU = 0.60
+GOAL_BF16_TRAIN_X = 3.0  # mixed bf16 training vs the authors' training
+GOAL_JAX_TRAIN_X = 2.0  # JAX fp32 training vs the authors' training
+GOAL_EVAL_X = 3.0  # evaluation vs the authors' evaluation
+GOAL_GENERATE_X = 3.0  # generate() vs HuggingFace's, on each backend
+NOT_MEASURED = "not measured"
+# The generation setting of the comparison (issue 16): batch 1, a prompt
+# of 64 tokens, 256 new, memory 128.
+GENERATE_NEW_TOKENS = 256
+
+
+def best(rows, key):
+    rows = [r for r in rows if r.get(key) is not None]
+    return max(rows, key=lambda r: r[key]) if rows else None
+
+
+def peer_row(results, peer, phase):
+    """The result of a peer (`authors_pytorch`, `huggingface_transfo_xl`)
+    in a phase, or `None` when it was not measured."""
+    from benchmarks import common
+
+    rows = common.kind("peer", peer=peer, phase=phase)(results)
+    return rows[-1] if rows else None
+
+
+def goal(name, target, candidates, peer):
+    """A goal's row: the best of `candidates` (wall and CPU-normalized
+    tokens/s) over `peer`'s, against `target`."""
+    from benchmarks import common
+
+    def rates(wall, cpu):
+        wall, cpu = wall["tokens_per_s"], cpu["tokens_per_cpu_s_x_cores"]
+        return f"{common.fmt(wall)} / {common.fmt(cpu)}"
+
+    row = {"goal": name, "target": f"{target:g}x the peer"}
+    wall = best(candidates, "tokens_per_s")
+    if wall is None:
+        return dict(row, ours="not run")
+    cpu = best(candidates, "tokens_per_cpu_s_x_cores")
+    row["ours"] = rates(wall, cpu)
+    if peer is None:
+        return dict(row, peer=NOT_MEASURED)
+    x_wall = wall["tokens_per_s"] / peer["tokens_per_s"]
+    x_cpu = cpu["tokens_per_cpu_s_x_cores"] / peer["tokens_per_cpu_s_x_cores"]
+    by = cpu["backend"]
+    if "dtype" in cpu:
+        by += f" {cpu['dtype']} {common.config(cpu)}"
+    if "mode" in cpu:
+        by += f" {cpu['mode']}"
+    met = ["yes" if x >= target else "no" for x in (x_wall, x_cpu)]
+    return dict(
+        row,
+        peer=rates(peer, peer),
+        ratio=f"{x_wall:.2f}x / {x_cpu:.2f}x",
+        met=" / ".join(met),
+        by=by,
+    )
+
+
+def goal_rows(results):
+    from benchmarks import common
+
+    fits = [
+        r
+        for r in common.kind("train_eval")(results)
+        if common.size_of(r) == "reference"
+    ]
+
+    def pick(phase, dtype=None, backend=None):
+        # Training counts with the peer's dropout (0.1) only: the rows
+        # without dropout measure what it costs.
+        return [
+            r
+            for r in fits
+            if r["phase"] == phase
+            and dtype in (None, r["dtype"])
+            and backend in (None, r["backend"])
+            and (phase != "train" or r.get("dropout") == 0.1)
+        ]
+
+    row = {"goal": "fp32 training, MFU vs fp32 matmul"}
+    row["target"] = common.pct(GOAL_FP32_MFU)
+    wall = best(pick("train", "float32"), "mfu")
+    if wall is not None:
+        cpu = best(pick("train", "float32"), "mfu_cpu")
+        met = [v >= GOAL_FP32_MFU for v in (wall["mfu"], cpu["mfu_cpu"])]
+        row.update(
+            ours=f"{common.pct(wall['mfu'])} / {common.pct(cpu['mfu_cpu'])}",
+            peer="(no peer)",
+            met=" / ".join("yes" if m else "no" for m in met),
+            by=f"{cpu['backend']} {common.config(cpu)}",
+        )
+    authors = peer_row(results, "authors_pytorch", "train")
+    paper = [r for r in common.kind("paper_eval")(results) if "error" not in r]
+    paper_peer = [r for r in paper if r.get("implementation") == "authors"]
+    rows = [
+        row,
+        goal(
+            "mixed bf16 training vs the authors' fp32 PyTorch",
+            GOAL_BF16_TRAIN_X,
+            pick("train", "mixed_bfloat16"),
+            authors,
+        ),
+        goal(
+            "JAX fp32 training vs the authors' fp32 PyTorch",
+            GOAL_JAX_TRAIN_X,
+            pick("train", "float32", "jax"),
+            authors,
+        ),
+        goal(
+            "evaluation vs the authors' PyTorch",
+            GOAL_EVAL_X,
+            pick("eval"),
+            peer_row(results, "authors_pytorch", "eval"),
+        ),
+        goal(
+            "evaluation at the paper's wt103 settings (T 128, M 1,600, "
+            "clamp 1,000, same_length) vs the authors' PyTorch",
+            GOAL_EVAL_X,
+            [r for r in paper if r.get("implementation") == "keras_txl"],
+            (paper_peer or [None])[0],
+        ),
+    ]
+    generated = [
+        r
+        for r in common.nested("generation_length")(results)
+        if r["new_tokens"] == GENERATE_NEW_TOKENS
+    ]
+    hf = peer_row(results, "huggingface_transfo_xl", "generate")
+    for backend in ("jax", "tensorflow"):
+        name = (
+            f"`generate()` on {backend} vs HuggingFace's TransfoXL (batch "
+            f"1, 64-token prompt, {GENERATE_NEW_TOKENS} new, memory 128)"
+        )
+        ours = [r for r in generated if r["backend"] == backend]
+        rows.append(goal(name, GOAL_GENERATE_X, ours, hf))
+    return rows
+
+
+PEER_NAMES = {
+    "authors_pytorch": "authors' PyTorch (kimiyoung/transformer-xl)",
+    "huggingface_transfo_xl": "HuggingFace TransfoXLLMHeadModel",
+}
+
+
+def peer_rows(results):
+    """One row per (peer, phase) it runs; "not measured" for the authors'
+    training and evaluation when they were not run."""
+    rows = []
+    for peer, phase in (
+        ("authors_pytorch", "train"),
+        ("authors_pytorch", "eval"),
+        ("huggingface_transfo_xl", "generate"),
+    ):
+        r = peer_row(results, peer, phase)
+        if r is None and peer == "authors_pytorch":
+            r = {"tokens_per_s": NOT_MEASURED}
+        if r is not None:
+            rows.append(dict(r, name=PEER_NAMES[peer], phase=phase))
+    return rows
 
 
 def main(argv=None):

@@ -22,7 +22,7 @@ def _size_action(parser):
 def test_every_size_name_means_one_model_size():
     for name, size in TRAIN_SIZES.items():
         assert size["model"] == SIZES[name], name
-    for name, size in common.PRESETS.items():
+    for name, size in common.SIZES.items():
         arguments = {key: size[key] for key in SIZES[name]}
         assert arguments == SIZES[name], name
     assert size_arguments("small") == SIZES["small"]

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from benchmarks import common
-from benchmarks import roofline
 from benchmarks import run_all
-from benchmarks.cost_growth import fit_law
+from benchmarks import throughput
+from benchmarks.long_context import fit_law
 
 
 def test_reference_flops_per_token_by_hand():
@@ -22,18 +22,18 @@ def test_reference_flops_per_token_by_hand():
         + 4 * d * f  # feed-forward
     )
     expected = layers * per_layer + 2 * d * vocab
-    preset = common.PRESETS["reference"]
-    assert common.forward_flops_per_token(**preset) == pytest.approx(expected)
-    assert common.training_flops_per_token(**preset) == pytest.approx(
+    size = common.SIZES["reference"]
+    assert common.forward_flops_per_token(**size) == pytest.approx(expected)
+    assert common.training_flops_per_token(**size) == pytest.approx(
         3 * expected
     )
 
 
 def test_attention_flops_grow_with_memory_length():
-    preset = dict(common.PRESETS["reference"])
-    short = common.forward_flops_per_token(**preset)
-    preset["memory_length"] += 128
-    longer = common.forward_flops_per_token(**preset)
+    size = dict(common.SIZES["reference"])
+    short = common.forward_flops_per_token(**size)
+    size["memory_length"] += 128
+    longer = common.forward_flops_per_token(**size)
     # 128 more keys: K/V projections of 128 more rows per 128 queries, the
     # position projection of 128 more rows, and 3 products over them.
     per_layer = 4 * 256 * 256 + 2 * 256 * 256 / 16 + 6 * 256 * 128
@@ -67,7 +67,7 @@ def _train_row(phase, dtype, tokens, cpu_tokens, mfu=None, dropout=0.1):
     return {
         "benchmark": "train_eval",
         "backend": "tensorflow",
-        "preset": "reference",
+        "size": "reference",
         "dtype": dtype,
         "phase": phase,
         "jit_compile": "auto",
@@ -123,6 +123,11 @@ def _paper_eval(implementation, backend, mode, tokens, cpu_tokens):
     }
 
 
+def section(spec, results):
+    """A section of the document, as `run_all.render` writes it."""
+    return run_all.section(spec, results)
+
+
 def test_goals_table_says_which_goal_is_met():
     results = [
         _train_row("train", "float32", 4000.0, 4500.0, mfu=0.65),
@@ -138,7 +143,7 @@ def test_goals_table_says_which_goal_is_met():
         _paper_eval("keras_txl", "jax", "plain", 200.0, 500.0),
         _paper_eval("authors", "torch", "authors_eval", 100.0, 100.0),
     ]
-    lines = run_all.goals_table(results).splitlines()
+    lines = section(run_all.SECTIONS[0], results).splitlines()
     fp32, bf16, jax_train, evaluation, paper, jax_gen, tf_gen = lines[2:9]
     assert "3.00x / 6.00x" in paper and "yes / yes" in paper
     assert "tensorflow kv_reuse" in paper
@@ -148,7 +153,7 @@ def test_goals_table_says_which_goal_is_met():
     assert "2.14x / 2.86x" in evaluation and "no / no" in evaluation
     assert "3.60x / 2.50x" in jax_gen and "yes / no" in jax_gen
     assert "not run" in tf_gen
-    peers = run_all.peers_table(results)
+    peers = section(run_all.SECTIONS[2], results)
     assert "| train | 2,000 | 2,000 |" in peers
 
 
@@ -157,12 +162,12 @@ def test_goals_without_peers_say_not_measured():
         _train_row("train", "mixed_bfloat16", 5000.0, 7000.0),
         _generation("tensorflow", 900.0, 1000.0),
     ]
-    table = run_all.goals_table(results)
+    table = section(run_all.SECTIONS[0], results)
     bf16 = [line for line in table.splitlines() if "bf16" in line][0]
     assert "5,000 / 7,000 | not measured |" in bf16
     generate = [line for line in table.splitlines() if "tensorflow" in line]
     assert "not measured" in generate[0]
-    assert "not measured" in run_all.peers_table(results)
+    assert "not measured" in section(run_all.SECTIONS[2], results)
     # No constant stands in for a peer.
     assert not hasattr(run_all, "GOAL_BF16_TRAIN")
 
@@ -170,7 +175,6 @@ def test_goals_without_peers_say_not_measured():
 def test_peers_run_with_their_own_python():
     jobs = run_all.suite(
         True,
-        False,
         ["jax"],
         peer_python="/peers/bin/python",
         authors_code="/peers/transformer-xl",
@@ -179,7 +183,7 @@ def test_peers_run_with_their_own_python():
     assert peers and peers[0]["python"] == "/peers/bin/python"
     assert "/peers/transformer-xl" in peers[0]["args"]
     assert not [
-        j for j in run_all.suite(True, False, ["jax"]) if j["module"] == "peers"
+        j for j in run_all.suite(True, ["jax"]) if j["module"] == "peers"
     ]
 
 
@@ -198,7 +202,7 @@ def test_document_keeps_text_outside_the_markers(tmp_path):
 @pytest.mark.backend_dependent
 @pytest.mark.torch_ok
 def test_matmul_throughput_is_positive():
-    result = roofline.matmul_throughput("float32", (32, 16, 8), seconds=0.05)
+    result = throughput.matmul_throughput("float32", (32, 16, 8), seconds=0.05)
     assert result["gflops_per_s"] > 0
     assert result["gflops_per_cpu_s_x_cores"] > 0
 
@@ -206,8 +210,8 @@ def test_matmul_throughput_is_positive():
 def test_with_keras_dropout_turns_every_packed_dropout_back():
     import keras
 
-    from benchmarks.packed_dropout import with_keras_dropout
-    from keras_txl.layers import PackedDropout
+    from benchmarks.ab import with_keras_dropout
+    from keras_txl.layers.packed_dropout import PackedDropout
     from tests.tiny_models import tiny_lm
 
     lm = tiny_lm(dropout=0.1, num_layers=2, build=True)
@@ -228,7 +232,7 @@ def test_with_keras_dropout_turns_every_packed_dropout_back():
 
 
 def test_generation_profile_counts_each_loop_body():
-    from benchmarks.generation_profile import loop_bodies
+    from benchmarks.generation import loop_bodies
 
     hlo = """HloModule m
 
@@ -267,7 +271,7 @@ def test_limits_table_shows_both_profiles():
         "tokens_per_cpu_s_x_cores": 2540.0,
         "cpu_time_vs_keras_dropout": 0.9123,
     }
-    table = run_all.limits_table([profile, dropout])
+    table = section(run_all.SECTIONS[1], [profile, dropout])
     assert "| tensorflow | 3.05 | 2.74 | 140 | 4413 | 190, 254 | 1.2 |" in table
     assert "| packed | 1613 | 2,540 | 0.91 |" in table
-    assert run_all.limits_table([]) == "(not run)"
+    assert section(run_all.SECTIONS[1], []) == "(not run)"

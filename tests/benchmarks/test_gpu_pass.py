@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from benchmarks import common
-from benchmarks import gpu_pass
+from benchmarks import throughput as gpu_pass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -15,7 +15,7 @@ def test_quick_pass_writes_the_json_and_table(tmp_path):
     out, table = tmp_path / "pass.json", tmp_path / "pass.md"
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.gpu_pass", "--quick"]
+        [sys.executable, "-m", "benchmarks.throughput", "gpu", "--quick"]
         + ["--backends", "tensorflow", "--json", str(out)]
         + ["--markdown", str(table)],
         cwd=ROOT,
@@ -32,7 +32,7 @@ def test_quick_pass_writes_the_json_and_table(tmp_path):
         for dtype in ("float32", "mixed_bfloat16")
         for phase in ("train", "eval")
     }
-    micro = common.PRESETS["micro"]
+    micro = common.SIZES["micro"]
     for r in rows:
         assert r["backend"] == "tensorflow" and r["tokens_per_s"] > 0
         expected = (
@@ -66,4 +66,4 @@ def test_peaks_by_device_name_and_mfu():
 def test_refuses_to_run_without_a_gpu(monkeypatch):
     monkeypatch.setattr(gpu_pass, "gpu_name", lambda: None)
     with pytest.raises(SystemExit, match="no NVIDIA GPU found"):
-        gpu_pass.main(["--backends", "tensorflow"])
+        gpu_pass.main(["gpu", "--backends", "tensorflow"])
