@@ -128,6 +128,7 @@ ONE_BACKEND = (
     "tests/test_docs.py",
     "tests/test_docstring_examples.py",
     "tests/test_fixture_scripts.py",
+    "tests/test_layout.py",
     "tests/test_package_graph.py",
     "tests/test_standalone.py",
 )
