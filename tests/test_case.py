@@ -28,11 +28,15 @@ def repository_files():
         ).stdout.split("\n")
         return [REPO / name for name in out if name]
     except (OSError, subprocess.CalledProcessError):  # not a git checkout
+        # What .gitignore leaves out (CI's copy has no .git).
         skip = {".git", ".venv", ".ci-venv", "runs", "build", "dist"}
+        skip |= {"__pycache__", ".pytest_cache", ".ruff_cache", ".whl"}
         return [
             p
             for p in REPO.rglob("*")
-            if p.is_file() and not skip & set(p.relative_to(REPO).parts)
+            if p.is_file()
+            and not skip & set(parts := p.relative_to(REPO).parts)
+            and not any(part.endswith(".egg-info") for part in parts)
         ]
 
 
