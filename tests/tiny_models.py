@@ -22,6 +22,8 @@ needs it.
   LM, its weights drawn by numpy (`draw_normal_weights`), the same on
   every backend; `padded` and `prompts_of` make its prompts.
 - `random_ids`, `shakespeare_ids`: token ids.
+- `train_config(tmp_path, name, **fields)`: a `TrainConfig` of a tiny
+  `keras-txl train` run on a 172-character text, no sample.
 - `PLAIN_LM`, `COMPRESSIVE_LM`, `EXPORT_LM`, `PAPER_BACKBONE`: the size
   sets that several test files share (`tiny_lm(**PLAIN_LM)`).
 """
@@ -219,3 +221,39 @@ def shakespeare_ids(num_chars):
     text = text[:num_chars]
     tokenizer = data.make_tokenizer("char", text)
     return data.encode(tokenizer, text), tokenizer.vocabulary_size()
+
+
+# The text of the tiny training runs (172 characters).
+TRAIN_TEXT = (
+    "The quick brown fox jumps over the lazy dog. "
+    "Pack my box with five dozen liquor jugs. "
+) * 2
+
+
+def train_config(tmp_path, name="run", **fields):
+    """The `TrainConfig` of a tiny `keras-txl train` run (the tiny size,
+    T = M = 8, batch 2, epochs of 2 steps, no dropout, no sample: no test
+    of it reads one) on `TRAIN_TEXT` in `tmp_path/corpus.txt`, writing
+    `tmp_path/name`; `fields` override any of it."""
+    from keras_txl.app.train_config import TrainConfig
+
+    corpus = tmp_path / "corpus.txt"
+    if not corpus.exists():
+        corpus.write_text(TRAIN_TEXT, encoding="utf-8")
+    values = dict(
+        corpus=str(corpus),
+        size="tiny",
+        steps=4,
+        segment_length=8,
+        batch_size=2,
+        memory_length=8,
+        eval_memory_length=16,
+        steps_per_epoch=2,
+        dropout=0.0,
+        seed=3,
+        verbose=0,
+        sample_tokens=0,
+        output=str(tmp_path / name),
+    )
+    values.update(fields)
+    return TrainConfig(**values)

@@ -17,34 +17,7 @@ from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.training import MemoryReset
 from keras_txl.utils import run_folder
-
-TEXT = (
-    "The quick brown fox jumps over the lazy dog. "
-    "Pack my box with five dozen liquor jugs. "
-) * 2
-
-
-def _config(tmp_path, name="run", **kwargs):
-    corpus = tmp_path / "corpus.txt"
-    if not corpus.exists():
-        corpus.write_text(TEXT, encoding="utf-8")
-    values = dict(
-        corpus=str(corpus),
-        size="tiny",
-        steps=4,
-        segment_length=8,
-        batch_size=2,
-        memory_length=8,
-        eval_memory_length=16,
-        steps_per_epoch=2,
-        dropout=0.0,
-        seed=3,
-        verbose=0,
-        sample_tokens=0,
-        output=str(tmp_path / name),
-    )
-    values.update(kwargs)
-    return TrainConfig(**values)
+from tests.tiny_models import train_config
 
 
 def _rows(path):
@@ -54,7 +27,7 @@ def _rows(path):
 
 def test_flags_are_applied_recorded_and_logged_every_step(tmp_path):
     board = tmp_path / "board"
-    config = _config(
+    config = train_config(
         tmp_path,
         dtype_policy="mixed_bfloat16",
         jit_compile=False,
@@ -111,7 +84,9 @@ def test_jit_compile_false_is_what_the_backend_resolves(tmp_path):
     the least a backend can run (the flags' other effects are checked on
     TensorFlow above)."""
     lines = []
-    config = _config(tmp_path, jit_compile=False, steps=1, steps_per_epoch=1)
+    config = train_config(
+        tmp_path, jit_compile=False, steps=1, steps_per_epoch=1
+    )
     run = fit_language_model(config, log=lines.append)
     assert run["lm"].jit_compile is False
     saved = artifacts.read_json(tmp_path / "run" / run_folder.CONFIG_FILE)
@@ -122,7 +97,9 @@ def test_jit_compile_false_is_what_the_backend_resolves(tmp_path):
 
 
 def test_resume_may_change_execution_but_not_precision(tmp_path):
-    first = fit_language_model(_config(tmp_path, steps=4), log=lambda _: None)
+    first = fit_language_model(
+        train_config(tmp_path, steps=4), log=lambda _: None
+    )
     assert first["history"].step == 4
     resume = dict(output=str(tmp_path / "run"), resume=True, verbose=0)
     differs = "--dtype-policy mixed_bfloat16 differs"
@@ -159,7 +136,7 @@ def test_resume_may_change_execution_but_not_precision(tmp_path):
 )
 def test_option_errors_name_the_option(tmp_path, kwargs, match):
     with pytest.raises(ConfigError, match=match):
-        _config(tmp_path, **kwargs).resolved()
+        train_config(tmp_path, **kwargs).resolved()
 
 
 def test_command_line_options_reach_the_config():

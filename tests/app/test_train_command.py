@@ -13,33 +13,11 @@ from keras_txl.app.train_command import eval_memory_lengths
 from keras_txl.app.train_command import fit_language_model
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
-
-TEXT = (
-    "The quick brown fox jumps over the lazy dog. "
-    "Pack my box with five dozen liquor jugs. "
-)
+from tests.tiny_models import train_config
 
 
 def _config(tmp_path, name="run", **kwargs):
-    corpus = tmp_path / "corpus.txt"
-    if not corpus.exists():
-        corpus.write_text(TEXT * 2, encoding="utf-8")  # 172 characters
-    values = dict(
-        corpus=str(corpus),
-        size="tiny",
-        steps=7,
-        segment_length=8,
-        batch_size=2,
-        memory_length=8,
-        eval_memory_length=16,
-        steps_per_epoch=2,
-        dropout=0.0,
-        seed=3,
-        verbose=0,
-        output=str(tmp_path / name),
-    )
-    values.update(kwargs)
-    return TrainConfig(**values)
+    return train_config(tmp_path, name, **{"steps": 7, **kwargs})
 
 
 class _StopAfter(keras.callbacks.Callback):

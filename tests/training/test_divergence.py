@@ -14,7 +14,7 @@ from keras_txl.app import cli
 from keras_txl.app.train_command import fit_language_model
 from keras_txl.training import TrainingDiverged
 from keras_txl.training.evaluation import perplexity
-from tests.app.test_train_command import _config
+from tests.tiny_models import train_config
 
 
 class _PoisonAtEpoch(keras.callbacks.Callback):
@@ -35,7 +35,7 @@ class _PoisonAtEpoch(keras.callbacks.Callback):
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     # Epochs of 2 steps: the checkpoint of step 2 is written, the weights
     # turn NaN at step 3, and the end of that epoch must not save them.
-    config = _config(tmp_path, steps=7, steps_per_epoch=2)
+    config = train_config(tmp_path, steps=7, steps_per_epoch=2)
     with pytest.raises(TrainingDiverged) as caught:
         fit_language_model(config, [_PoisonAtEpoch(1)], log=lambda _: None)
     error = caught.value
@@ -61,7 +61,7 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
 
 
 def test_nan_before_any_checkpoint_says_to_start_again(tmp_path):
-    config = _config(tmp_path, steps=4, steps_per_epoch=2)
+    config = train_config(tmp_path, steps=4, steps_per_epoch=2)
     with pytest.raises(TrainingDiverged, match="no checkpoint was written"):
         fit_language_model(config, [_PoisonAtEpoch(0)], log=lambda _: None)
     # Nothing of the run stays: no folder, no temporary folder beside.
