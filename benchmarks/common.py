@@ -153,7 +153,7 @@ def write_text(path, text):
 
 
 def peak_rss_mib():
-    """Peak resident memory of this process, MiB (Linux: ru_maxrss KiB)."""
+    """Peak RSS of this process, MiB (Linux: ru_maxrss KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -198,7 +198,7 @@ def run(module, argv, backend, python=None):
 
 def summary(results):
     """Ratios of the pass: each keras-txl configuration over the authors'
-    code (tokens/s, and peak memory), and kv_reuse over plain."""
+    code (tokens/s, and peak RSS), and kv_reuse over plain."""
     results = [r for r in results if "error" not in r]
     authors = [r for r in results if r.get("implementation") == "authors"]
     authors = authors[:1]
@@ -214,7 +214,7 @@ def summary(results):
         row = {k: r[k] for k in ("backend", "mode", *keys)}
         for a in authors:
             row.update(over(r, a, "x_authors"))
-            row["memory_over_authors"] = r[keys[2]] / max(a[keys[2]], 1e-9)
+            row["rss_over_authors"] = r[keys[2]] / max(a[keys[2]], 1e-9)
         same = (r["backend"], "plain")
         plain = [p for p in ours if (p["backend"], p["mode"]) == same]
         if r["mode"] == "kv_reuse" and plain:

@@ -228,7 +228,7 @@ def measure_authors(args, phase):
 
 
 def peak_rss_mib():
-    """Peak resident memory of this process, MiB (Linux: ru_maxrss KiB)."""
+    """Peak RSS of this process, MiB (Linux: ru_maxrss KiB)."""
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -208,7 +208,7 @@ def paper_rows(results):
 PAPER_INTRO = (
     "Reference size, batch {batch_size}, T = {segment_length}, M = "
     "{memory_length}, clamp {clamp_length}, same_length, fp32; {segments} "
-    "timed segments from a full memory. Peak memory: the growth of the "
+    "timed segments from a full memory. Peak RSS: the growth of the "
     "child process's peak RSS from before the first segment."
 )
 

@@ -1,18 +1,18 @@
-"""Time and memory of a training step: what the stop-gradient saves.
+"""Time and bytes of a training step: what the stop-gradient saves.
 
 `measure_step_cost` times `train_on_batch` of an `UnrolledSegmentsLM` on
-random tokens and measures its peak memory, in a fresh process (so that
+random tokens and measures its peak resident bytes, in a fresh process (so that
 one configuration's allocations and compilation do not count for the
 next):
 
 - `seconds_per_step`: median wall time of the steps after two warm-up
   steps (which compile);
-- `peak_rss_increase_bytes` (Linux): how far the resident memory of the
-  process rose above its level before the timed steps (the kernel's peak
+- `peak_rss_increase_bytes` (Linux): how far the resident set size (RSS) of
+  the process rose above its level before the timed steps (the kernel's peak
   counter is reset after the warm-up, `/proc/self/clear_refs`);
 - `xla_temp_bytes` (JAX only): the temporary buffers XLA assigns to the
   compiled forward and backward pass (loss and gradients), the activation
-  memory of one step as the compiler lays it out. The same number on every
+  bytes of one step as the compiler lays it out. The same number on every
   run of the same configuration.
 """
 
@@ -132,7 +132,7 @@ def measure_step_cost(
     seed=0,
     isolate=True,
 ):
-    """Time and peak memory of one training step (see the module docs).
+    """Time and peak RSS of one training step (see the module docs).
 
     Args:
         backbone_config: dict of `AblationTransformerXLBackbone` arguments.

@@ -166,7 +166,7 @@ def markdown_report(results):
             "Cost of a training step (median of timed steps after two "
             "warm-up steps, a fresh process each; XLA temp: the buffers of "
             "the compiled forward and backward pass, JAX only; the rise of "
-            "the resident memory is in the JSON):",
+            "the resident set size is in the JSON):",
             "",
             "| run | segments in the graph | tokens | s / step | "
             "ms / 1k tokens | XLA temp (MiB) |",

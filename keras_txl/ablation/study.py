@@ -222,7 +222,7 @@ def run_ablation(
         eval_tokens: int. Validation tokens evaluated (at most).
         recl_ratios: the `r` of RECL.
         recl_contexts: context lengths of RECL, or None.
-        measure_cost: bool. Measure time and peak memory of a training
+        measure_cost: bool. Measure time and peak RSS of a training
             step with and without stop-gradient (in fresh processes).
         variants: the variants to train (a subset of `VARIANTS`).
         save_dir: str or None. Save every trained model as
@@ -504,7 +504,7 @@ def _add_recl(plan, corpus, models, run_seed, recl, log):
 
 
 def _step_costs(plan, corpus, log):
-    """Time and peak memory of a training step with and without
+    """Time and peak resident bytes (RSS) of a training step with and without
     stop-gradient. The paper's training holds one segment in the graph;
     without stop-gradient the graph must hold all k segments the gradient
     crosses. The middle row has k segments under stop-gradient: the same

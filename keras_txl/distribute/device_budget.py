@@ -106,7 +106,7 @@ def device_budget(
     An estimate, not a measurement: it counts the tensors that a training
     step keeps alive at its peak. Compilers fuse some of them and add
     buffers of their own; at small scale it lies within 0.8x to 1.05x of
-    XLA's memory analysis of the compiled step (`measure_train_step_memory`
+    XLA's buffer analysis of the compiled step (`measure_train_step_memory`
     on JAX; see `docs/distributed.md`). It needs the model's sizes only:
     strategies know no model class.
 

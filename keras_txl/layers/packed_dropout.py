@@ -43,7 +43,7 @@ class PackedDropout(keras.layers.Dropout):
     torch's own fused kernel, which packed decisions made of separate
     eager ops do not beat (measured: 0.9x to 3x its time, unstable).
 
-    Measured at the reference preset (docs/benchmarks.md, "Dropout with
+    Measured at the reference size (docs/benchmarks.md, "Dropout with
     half the random numbers"): a training step at 0.91-0.94 of its time
     with Keras's dropout on JAX, 0.85 on TensorFlow with XLA
     (`jit_compile=True`), unchanged on TensorFlow without XLA (its

@@ -4,7 +4,7 @@ of any length, read in segments with the memory carried.
 keras-hub's causal LMs score a sequence in one pass. A Transformer-XL
 reads a text longer than one segment as it was trained to: segment after
 segment, each attending to the memory of the ones before it. The memory
-has a fixed size, so the memory used and the time per token stay the same
+has a fixed size, so the bytes held and the time per token stay the same
 whatever the length of the text; the scores are those of a hand loop over
 `call_with_memory`.
 """

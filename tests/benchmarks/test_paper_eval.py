@@ -64,7 +64,7 @@ def test_summary_ratios():
     )
     plain, reuse = out["rows"]
     assert plain["x_authors_wall"] == 2.0 and plain["x_authors_cpu"] == 4.0
-    assert plain["memory_over_authors"] == 2.0
+    assert plain["rss_over_authors"] == 2.0
     assert "kv_reuse_over_plain_wall" not in plain
     assert reuse["kv_reuse_over_plain_wall"] == 1.5
     assert reuse["kv_reuse_over_plain_cpu"] == 1.25
