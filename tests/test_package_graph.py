@@ -252,3 +252,23 @@ def test_keras_private_names_only_where_contributing_lists_them():
         "private Keras/keras-hub names used where CONTRIBUTING.md does not "
         f"list them: {unlisted}"
     )
+
+
+def test_no_command_module_imports_another():
+    """What two `keras-txl` subcommands share lives in a module of its own
+    (`app/artifacts.py`, `app/text_segments.py`, ...), never in one
+    command's file that another command imports."""
+    modules = _modules()
+    commands = [m for m in modules if m.startswith("keras_txl.app.")]
+    commands = [m for m in commands if m.endswith("_command")]
+    assert "keras_txl.app.train_command" in commands
+    borrowed = {
+        command: sorted(
+            target
+            for imported, names in _imports(modules[command], False)
+            for target in _targets(imported, names, modules)
+            if target in commands and target != command
+        )
+        for command in commands
+    }
+    assert not {k: v for k, v in borrowed.items() if v}, borrowed
