@@ -354,6 +354,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         elif memory is None:
             context = query
         else:
+            _check_memory(query, memory, memory_valid_length)
             memory = ops.cast(memory, dtype)
             context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
         query_length = ops.shape(query)[1]
@@ -560,3 +561,43 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _check_memory(query, memory, memory_valid_length):
+    """Checks `memory` and `memory_valid_length` before they are used:
+    the memory's rank, dtype and static width and batch, the valid
+    lengths' dtype. Raises a `ValueError` that names the argument, what
+    was received and what is expected. (The valid lengths' values are
+    tensors here, traced under `jit`: the backbone's `MemorySpec` checks
+    a memory it is given.)"""
+    shape = tuple(memory.shape)
+    if len(shape) != 3:
+        raise ValueError(
+            "`memory` must have shape `(batch, M, dim)`. Received: "
+            f"memory.shape={shape}"
+        )
+    dtype = keras.backend.standardize_dtype(memory.dtype)
+    if "float" not in dtype:
+        raise ValueError(
+            "`memory` must hold hidden states, a floating-point tensor "
+            f"(the states of the layer below). Received: dtype={dtype}"
+        )
+    query_shape = tuple(query.shape)
+    for axis, name in ((-1, "width"), (0, "batch size")):
+        got, want = shape[axis], query_shape[axis]
+        if got is not None and want is not None and got != want:
+            raise ValueError(
+                f"`memory` must have the {name} of the query, {want}. "
+                f"Received: memory.shape={shape}, query.shape={query_shape}"
+            )
+    if memory_valid_length is None:
+        return
+    valid_dtype = getattr(memory_valid_length, "dtype", None)
+    if valid_dtype is None:  # a Python number or list
+        valid_dtype = np.asarray(memory_valid_length).dtype
+    valid_dtype = keras.backend.standardize_dtype(valid_dtype)
+    if "int" not in valid_dtype:
+        raise ValueError(
+            "`memory_valid_length` must be integers: the number of valid "
+            f"slots of each row. Received: dtype={valid_dtype}"
+        )

@@ -127,6 +127,37 @@ def test_position_rows_must_match_keys():
         layer(x, position(x, np.zeros((1, 2, 8), "float32")))
 
 
+@pytest.mark.torch_ok
+@pytest.mark.parametrize(
+    "memory, valid, match",
+    [
+        (np.zeros((2, 4, 6), "float32"), None, "width of the query, 8"),
+        (np.zeros((3, 4, 8), "float32"), None, "batch size of the query, 2"),
+        (np.zeros((2, 4), "float32"), None, r"shape `\(batch, M, dim\)`"),
+        (np.zeros((2, 4, 8), "int32"), None, "floating-point.*int32"),
+        (np.zeros((2, 4, 8), "float32"), np.array([1.0, 2.0]), "integers"),
+    ],
+)
+def test_a_memory_that_does_not_fit_is_named(memory, valid, match):
+    """A memory of the wrong width, batch, rank or dtype, and valid
+    lengths that are not integers, raise an error that names the
+    argument, not a backend's error or a silent result."""
+    layer, position = _random_layer()
+    x = np.zeros((2, 3, 8), "float32")
+    rows = np.zeros((7, 8), "float32")  # M + T positions
+    with pytest.raises(ValueError, match=match):
+        layer(
+            x,
+            rows,
+            memory=memory,
+            memory_valid_length=valid,
+        )
+    # The same call with a memory that fits runs.
+    fits = np.zeros((2, 4, 8), "float32")
+    out = layer(x, rows, memory=fits, memory_valid_length=np.array([4, 0]))
+    assert tuple(out.shape) == (2, 3, 8)
+
+
 def test_mixed_float16_stays_finite_with_large_scores():
     keras.config.set_dtype_policy("mixed_float16")
     layer, position = _random_layer()
