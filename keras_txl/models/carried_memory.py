@@ -364,6 +364,10 @@ class CarriedMemory:
         arguments = bind_arguments(method, args, kwargs)
         if self.preprocessor is not None and is_text(arguments.get("x")):
             return arguments  # Independent strings: no memory carried.
+        if method.__name__ == "fit":
+            # Ordered segments are never shuffled: Keras's default
+            # `shuffle=True` is ignored for them, with a warning each fit.
+            arguments.setdefault("shuffle", False)
         return carry_memory(self, arguments)
 
     def fit(self, *args, **kwargs):

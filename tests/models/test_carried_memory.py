@@ -8,6 +8,7 @@ import pytest
 
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.training import MemoryReset
+from tests.test_case import to_numpy
 from tests.tiny_models import training_lm
 from tests.training.helpers import explicit_loop
 from tests.training.helpers import nll
@@ -182,3 +183,19 @@ def test_memory_state_write_names_the_keys_a_memory_dict_needs():
     state.build(batch_size=1)
     with pytest.raises(KeyError, match=r"\['memory', 'valid_length'\]"):
         state.write({"memory": np.zeros((1, 1, 2, 3), "float32")})
+
+
+def test_fit_on_ordered_segments_does_not_warn_of_shuffling(frozen):
+    """Ordered segments are never shuffled: `fit` passes `shuffle=False`
+    itself, so Keras does not warn that it ignores its default
+    `shuffle=True` for a dataset (the README's `lm.fit(ordered_segments)`);
+    the memory is carried as before."""
+    import warnings
+
+    lm = frozen.lm
+    lm.reset_memory()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lm.fit(frozen.dataset, epochs=1, verbose=0)
+    assert not [w for w in caught if "shuffle" in str(w.message)]
+    assert to_numpy(lm.memory_state.valid_length.value).max() == T
