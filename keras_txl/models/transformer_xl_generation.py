@@ -238,7 +238,11 @@ class TransformerXLGeneration:
         ]
 
     def call_with_key_value_cache(
-        self, token_ids, key_value_cache, position_keys=None
+        self,
+        token_ids,
+        key_value_cache,
+        position_keys=None,
+        sliding_window=False,
     ):
         """One segment in inference mode from a key/value cache: the
         outputs of `call_with_memory` on the memory it was made from (to
@@ -248,6 +252,12 @@ class TransformerXLGeneration:
             token_ids: int tensor `(batch, T)`.
             key_value_cache: dict from `key_value_cache()` or the last call.
             position_keys: optional, from `_position_keys(T, M)`.
+            sliding_window: if True, every token attends to the `M` keys
+                before it and itself (the window slides inside the
+                segment), so the segment computes what `T` single-token
+                steps compute. If False, the segment's first token sees
+                the memory and its last token the memory and the whole
+                segment, as `call_with_memory` does.
 
         Returns:
             `(logits, hidden_states, new_key_value_cache)`: float32
@@ -261,6 +271,11 @@ class TransformerXLGeneration:
         x = backbone._embed_tokens(token_ids)  # (batch, T, hidden)
         if position_keys is None:
             position_keys = self._position_keys(segment_length, memory_length)
+        window = None
+        if sliding_window:
+            query = ops.arange(segment_length, dtype="int32")[:, None]
+            key = ops.arange(memory_length + segment_length, dtype="int32")
+            window = (key[None, :] >= query)[None]  # (1, T, M + T)
         new_key_values = []
         for i, block in enumerate(backbone.transformer_layers):
             memory = key_value_cache["key_values"][i]  # (b, M, 2 * h * hd)
@@ -271,6 +286,7 @@ class TransformerXLGeneration:
                 x,
                 None,
                 memory_valid_length=valid_length,
+                attention_mask=window,
                 key_values=key_values,
                 position_keys=position_keys[i],
             )  # (batch, T, hidden)
@@ -354,41 +370,50 @@ class TransformerXLGeneration:
 
             return ops.while_loop(cond, body, (position, memory, hidden_states))
 
-        # Whole segments of the prompt first, through the backbone's graph.
-        position = ops.zeros((), dtype="int32")
-        position, memory, hidden_states = run_prompt(
-            segment_length,
-            self._generate_segment,
-            position,
-            memory,
-            hidden_states,
-        )
-        # Then the prompt's last tokens, in segments of 8 and 1 (the same
-        # computation as whole segments when the memory holds them), and
-        # the new tokens. The plain backbone runs them on its memory's keys
-        # and values, projected once here, not again at each step; its
-        # variants run their graph.
+        # The prompt goes into the memory in whole segments, then in
+        # segments of 8 and 1, and the new tokens one at a time. The plain
+        # backbone runs them on its memory's keys and values, projected
+        # once here, not again at each step, with a window that slides
+        # inside a segment: a token sees the `memory_length` keys before
+        # it, as it would if the prompt were fed one token at a time, even
+        # where the memory slides past its start (a zero start, or a
+        # prompt longer than the memory). Its variants run their graph on
+        # whole segments, as they read text in training.
         if self.backbone._generates_from_key_values:
             memory = self.key_value_cache(memory)
             # The same for every new token: one token after the memory.
             position_keys = self._position_keys(1, memory_length)
+            # And once per length of the prompt's segments.
+            segment_keys = {
+                length: self._position_keys(length, memory_length)
+                for length in {segment_length, 8}
+            }
 
             def segment_step(segment, key_value_cache):
-                return self.call_with_key_value_cache(segment, key_value_cache)[
-                    1:
-                ]
+                return self.call_with_key_value_cache(
+                    segment,
+                    key_value_cache,
+                    segment_keys[segment.shape[1]],
+                    sliding_window=True,
+                )[1:]
 
             def step(token, key_value_cache):
                 return self.call_with_key_value_cache(
                     token, key_value_cache, position_keys
                 )[1:]
 
-            tail = [(8, segment_step), (1, step)]
+            runs = [(segment_length, segment_step), (8, segment_step)]
         else:
             step = self._generate_segment
-            tail = [(1, step)]
-        for length, run in tail:
-            if isinstance(segment_length, int) and length >= segment_length:
+            runs = [(segment_length, step)]
+        runs.append((1, step))
+        position = ops.zeros((), dtype="int32")
+        for i, (length, run) in enumerate(runs):
+            if (
+                i
+                and isinstance(segment_length, int)
+                and length >= segment_length
+            ):
                 continue  # the whole segments took them
             position, memory, hidden_states = run_prompt(
                 length, run, position, memory, hidden_states

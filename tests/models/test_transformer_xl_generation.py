@@ -79,6 +79,31 @@ def test_zero_starting_memory():
     assert zeros != greedy_by_steps(lm, prompt, max_length, 6)
 
 
+@pytest.mark.parametrize("start", ["empty", "zeros"])
+def test_generation_equals_single_token_steps(start):
+    """A prompt read in segments (of 4 and 1 here) gives the tokens of
+    feeding it one token at a time, for either memory start, with a
+    memory that slides past the prompt's start (3 < 13 prompt tokens)
+    and one that never slides (24). (Reading the prompt's segments
+    through the graph, where a segment's last token sees the memory and
+    the whole segment, gives other tokens for this seed.)"""
+    lm = generation_lm(seed=3)
+    prompt, max_length = prompts_of([13], seed=3)[0], 24
+    tokens = {}
+    for memory_length in (3, 24):
+        out = lm.generate(
+            padded([prompt], max_length),
+            stop_token_ids=None,
+            segment_length=4,
+            memory_length=memory_length,
+            memory_start=start,
+        )["token_ids"][0].tolist()
+        steps = greedy_by_steps(lm, prompt, max_length, memory_length, start)
+        assert out == steps, memory_length
+        tokens[memory_length] = steps
+    assert tokens[3] != tokens[24]  # the short memory did slide
+
+
 def test_mixed_length_prompts_match_each_prompt_alone():
     lm = generation_lm(seed=3)
     max_length = 14
@@ -110,10 +135,10 @@ def spy_steps(lm):
         calls.append((tuple(token_ids.shape), shape[0], shape[2], "graph"))
         return generate_segment(token_ids, memory)
 
-    def spy_cache(token_ids, cache, position_keys=None):
+    def spy_cache(token_ids, cache, position_keys=None, **options):
         shape = tuple(cache["key_values"][0].shape)
         calls.append((tuple(token_ids.shape), shape[0], shape[1], "cache"))
-        return cached_step(token_ids, cache, position_keys)
+        return cached_step(token_ids, cache, position_keys, **options)
 
     lm._generate_segment = spy_graph
     lm.call_with_key_value_cache = spy_cache
@@ -136,11 +161,11 @@ def test_memory_and_step_cost_stay_fixed_past_the_memory_length():
         segment_length=2,
     )
     # Traced once per loop under jit, called per step when eager. The
-    # prompt's first whole segment runs through the graph, its last token
-    # and the new ones on the cache.
+    # prompt's first whole segment, its last token and the new ones all
+    # run on the cache.
     assert {call[1:3] for call in calls} == {(2, memory_length)}
     assert {(call[0], call[3]) for call in calls} == {
-        ((2, 2), "graph"),
+        ((2, 2), "cache"),
         ((2, 1), "cache"),
     }
     for row, prompt in enumerate(prompts):
