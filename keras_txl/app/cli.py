@@ -76,11 +76,11 @@ def _jit_compile(text):
 
 
 def _train_parser(subparsers):
+    from keras_txl.app.choices import DATASETS
+    from keras_txl.app.choices import STRATEGY_NAMES
+    from keras_txl.app.choices import TOKENIZERS
     from keras_txl.app.sizes import TRAIN_SIZES
     from keras_txl.app.sizes import describe
-    from keras_txl.app.train_config import DATASETS
-    from keras_txl.app.train_config import TOKENIZERS
-    from keras_txl.distribute import STRATEGY_NAMES
 
     parser = subparsers.add_parser(
         "train",
@@ -253,7 +253,7 @@ def _train(args):
 
 
 def _generate_parser(subparsers):
-    from keras_txl.app.sampling import SAMPLERS
+    from keras_txl.app.choices import SAMPLERS
 
     parser = subparsers.add_parser(
         "generate",
@@ -445,8 +445,9 @@ def _cache(args):
 
 
 def make_parser():
-    """The `argparse` parser of `keras-txl`."""
-    from keras_txl.app.train_config import DATASETS
+    """The `argparse` parser of `keras-txl`. Building it imports no
+    Keras, TensorFlow or JAX (`keras_txl.app.choices`)."""
+    from keras_txl.app.choices import DATASETS
 
     parser = _Parser(
         prog="keras-txl",
@@ -611,15 +612,28 @@ def _diverged_error():
 
 def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
-    returns the exit status."""
+    returns the exit status.
+
+    The arguments and the files they name are checked first, before
+    Keras, TensorFlow or JAX is imported.
+    """
     from keras_txl.app.console import quiet_libraries
 
     parser = make_parser()
     args = parser.parse_args(argv)
+    from keras_txl.app.path_checks import check_paths
+
+    error = check_paths(args)
+    if error:
+        print(f"keras-txl {args.command}: error: {error}", file=sys.stderr)
+        return 1
     if not args.show_library_output:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         with quiet_libraries(args.show_library_output):
+            import keras_txl
+
+            keras_txl._import_submodules()
             return args.run(args)
     except KeyboardInterrupt as error:
         # `TrainingInterrupted` (a KeyboardInterrupt) says which signal

@@ -2,13 +2,13 @@ import dataclasses
 import math
 import os
 
+from keras_txl.app.choices import TOKENIZERS
 from keras_txl.app.sizes import TRAIN_SIZES
 from keras_txl.data import CORPORA
 
 # The corpora of `keras_txl.data.load_corpus`: one added there is a
 # `--dataset` choice.
 DATASETS = tuple(CORPORA)
-TOKENIZERS = ("byte", "char", "word")
 # The tokenizer each corpus is modeled with in the paper (enwik8: bytes,
 # text8: characters, WikiText-103: words); characters otherwise.
 DEFAULT_TOKENIZER = {**CORPORA, "file": "char"}

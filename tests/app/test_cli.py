@@ -524,3 +524,57 @@ def test_evaluate_and_generate_need_a_saved_model(tmp_path, corpus, capsys):
     _one_line_error(capsys, status, 1, "No model")
     status = main(["generate", str(tmp_path), "--prompt", "a"])
     _one_line_error(capsys, status, 1, "No model")
+
+
+# Modules that a mistake on the command line must not wait for.
+HEAVY = ("keras", "keras_hub", "tensorflow", "jax", "torch")
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["train", "--corpus", "missing.txt"], "--corpus 'missing.txt'"),
+        (["generate", "NOT_A_RUN", "--prompt", "a"], "MODEL_DIR 'NOT_A_RUN'"),
+        (["evaluate", "NOT_A_RUN"], "MODEL_DIR 'NOT_A_RUN'"),
+    ],
+)
+def test_path_errors_come_before_keras_is_imported(tmp_path, argv, match):
+    # As a user types it: one line, in the user's words, no traceback.
+    command = [sys.executable, "-m", "keras_txl"]
+    env = dict(os.environ, PYTHONPATH=REPO)
+    plain = subprocess.run(
+        command + argv, env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert plain.returncode == 1, plain.stderr
+    assert plain.stdout == ""
+    lines = plain.stderr.strip().splitlines()
+    assert len(lines) == 1 and match in lines[0], plain.stderr
+    assert "does not exist" in lines[0]
+    # What was imported (`--verbose` keeps descriptor 2, where
+    # `-X importtime` writes): none of Keras and its backends.
+    timed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "keras_txl", "--verbose"]
+        + argv,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert timed.returncode == 1, timed.stderr[-2000:]
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in timed.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "keras_txl" in imported and "argparse" in imported
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_the_parser_choices_are_the_librarys():
+    from keras_txl import ablation
+    from keras_txl import distribute
+    from keras_txl.app import choices
+
+    assert choices.DATASETS == tuple(data.CORPORA)
+    assert choices.STRATEGY_NAMES == distribute.STRATEGY_NAMES
+    assert choices.VARIANTS == ablation.VARIANTS
