@@ -75,6 +75,30 @@ def _jit_compile(text):
     return values[text.lower()]
 
 
+# `--progress` -> the Keras verbosity of `fit` (2: one line per epoch).
+PROGRESS = {"bar": 1, "lines": 2, "none": 0}
+
+
+class _MovedVerbose(argparse.Action):
+    """`keras-txl train --verbose [N]`, the old spelling of `--progress`:
+    one meaning of `--verbose` now (the libraries' logs, before the
+    subcommand), so this says what to type instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(
+            "--verbose goes before the subcommand (`keras-txl --verbose "
+            "train ...`: the libraries' logs too). For fit's output use "
+            "--progress bar, lines or none (--verbose 1, 2, 0 before)."
+        )
+
+
+def _progress_verbosity(progress):
+    """The Keras verbosity of `--progress` (auto: bars on a terminal)."""
+    if progress == "auto":
+        progress = "bar" if sys.stdout.isatty() else "lines"
+    return PROGRESS[progress]
+
+
 def _train_parser(subparsers):
     from keras_txl.app.choices import DATASETS
     from keras_txl.app.choices import STRATEGY_NAMES
@@ -231,11 +255,19 @@ def _train_parser(subparsers):
         help="replace the model in --output",
     )
     parser.add_argument(
+        "--progress",
+        choices=tuple(PROGRESS),
+        default="auto",
+        help="bar: progress bars (of fit and of each validation pass); "
+        "lines: one line per epoch and per validation pass, no terminal "
+        "codes (for a log file); none: the results only (default auto: "
+        "bar on a terminal, else lines)",
+    )
+    parser.add_argument(
         "--verbose",
-        type=int,
-        choices=(0, 1, 2),
-        default=1,
-        help="Keras verbosity (1: progress bars)",
+        nargs="?",
+        action=_MovedVerbose,
+        help=argparse.SUPPRESS,
     )
     parser.set_defaults(run=_train)
 
@@ -246,7 +278,9 @@ def _train(args):
     from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
-    config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+    values = {k: v for k, v in vars(args).items() if k in names}
+    values["verbose"] = _progress_verbosity(args.progress)
+    config = TrainConfig(**values)
     with sigterm_as_interrupt():
         train(config)
     return 0

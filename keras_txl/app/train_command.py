@@ -546,7 +546,9 @@ def train(config, callbacks=(), log=print):
     )
     log(f"Validation ({budget}, segments of {length}):")
     table = []
-    verbose = min(config.verbose, 1)
+    # Bars at verbosity 1 only: at 2 (one line per epoch, a log file)
+    # each pass is the line below.
+    verbose = 1 if config.verbose == 1 else 0
     lengths = eval_memory_lengths(config)
     for number, memory_length in enumerate(lengths, 1):
         if verbose:

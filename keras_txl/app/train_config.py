@@ -66,7 +66,8 @@ class TrainConfig:
         output: folder of the model, tokenizer, checkpoint and pictures.
         resume, overwrite: what to do when `output` holds a run.
         metrics_json: optional path of the metrics file.
-        verbose: Keras verbosity of `fit` (1: progress bars).
+        verbose: Keras verbosity of `fit` (1: progress bars, of the
+            validation passes too; 2: one line per epoch; 0: none).
         strategy: one of `keras_txl.distribute.STRATEGY_NAMES`: how `fit`
             spreads the batch over devices (`"none"`: one device).
         num_devices: int >= 1 or `None` (every device of the host):

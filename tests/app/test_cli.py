@@ -105,6 +105,14 @@ def tiny_run(tmp_path_factory):
 def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     corpus, output, result, metrics = tiny_run
     assert "Epoch 2/2" in result.stdout  # Keras progress
+    # stdout is a pipe, as a log file: `--progress auto` writes one line
+    # per epoch and per validation pass, no bars and no terminal codes.
+    assert not set(result.stdout) & {"\x1b", "\r", "\b"}
+    assert len(result.stdout.encode()) <= 8192
+    lines = result.stdout.splitlines()
+    assert len([line for line in lines if line.startswith("2/2 - ")]) == 2
+    passes = [line for line in lines if line.startswith("  memory ")]
+    assert len(passes) == 5, result.stdout
     assert "with memory (16)" in result.stdout
     assert "Sample:" in result.stdout
     assert metrics["sample"] in result.stdout  # prompt and continuation
@@ -495,6 +503,10 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
         (["train", "--dropout", "1.5"], "--dropout: must be a number"),
         (["train", "--memory-length", "x"], "--memory-length"),
         (["generate"], "MODEL_DIR"),
+        # The old spelling of --progress: one meaning of --verbose now.
+        (["train", "--verbose", "2"], "--progress bar, lines or none"),
+        (["train", "--verbose"], "before the subcommand"),
+        (["train", "--progress", "dots"], "--progress: invalid choice"),
         (
             ["generate", "run", "--prompt", "a", "--sampler", "nucleus"],
             "--sampler: invalid choice: 'nucleus'",
