@@ -681,7 +681,10 @@ def main(argv=None):
     except (ValueError, OSError, _diverged_error()) as error:
         if os.environ.get("KERAS_TXL_DEBUG"):
             raise
+        from keras_txl.app.console import in_flag_words
+
         message = " ".join(str(error).split()) or type(error).__name__
+        message = in_flag_words(args.command, message)
         print(f"keras-txl {args.command}: error: {message}", file=sys.stderr)
         return 1
 

@@ -19,6 +19,7 @@ import time
 import keras
 
 from keras_txl.app import artifacts
+from keras_txl.app.console import printable
 from keras_txl.app.plots import plot_bpc_vs_memory
 from keras_txl.app.plots import plot_training_curve
 from keras_txl.app.sampling import generate_text
@@ -46,6 +47,7 @@ from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 
 PROMPT_TOKENS = 40  # validation tokens that prompt the sample
+SAMPLE_MARK = "[continued:]"  # where the sample's prompt ends
 
 
 def load_corpus(config, tokenizer=None, log=print):
@@ -581,9 +583,14 @@ def train(config, callbacks=(), log=print):
         length,
         config.memory_length,
     )
-    sample = _sample(lm, tokenizer, corpus, config)
+    prompt, continuation = _sample(lm, tokenizer, corpus, config)
+    sample = None if prompt is None else prompt + continuation
     if sample is not None:
-        log(f"Sample:\n{sample}")
+        log(
+            f"Sample (the first {PROMPT_TOKENS} validation tokens, then "
+            f"{SAMPLE_MARK} and the model's {config.sample_tokens}):\n"
+            f"{printable(prompt)}{SAMPLE_MARK}{printable(continuation)}"
+        )
     metrics = {
         "steps": config.steps,
         "train_loss": history.losses,
@@ -617,12 +624,13 @@ def train(config, callbacks=(), log=print):
 
 
 def _sample(lm, tokenizer, corpus, config):
-    """The text after training: `config.sample_tokens` tokens that
-    continue the first validation tokens (`None` for 0 tokens)."""
+    """The text after training: `(prompt, continuation)`, the first
+    validation tokens and the `config.sample_tokens` tokens that continue
+    them (`(None, None)` for 0 tokens)."""
     from keras_txl import data
 
     if not config.sample_tokens:
-        return None
+        return None, None
     prompt_ids = (
         corpus.valid[:PROMPT_TOKENS]
         if len(corpus.valid)
@@ -637,7 +645,7 @@ def _sample(lm, tokenizer, corpus, config):
         sampler=make_sampler("top_k", seed=config.seed),
         memory_length=config.eval_memory_length or None,
     )
-    return prompt + sample
+    return prompt, sample
 
 
 __all__ = [

@@ -114,8 +114,14 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     passes = [line for line in lines if line.startswith("  memory ")]
     assert len(passes) == 5, result.stdout
     assert "with memory (16)" in result.stdout
-    assert "Sample:" in result.stdout
-    assert metrics["sample"] in result.stdout  # prompt and continuation
+    assert "Sample (" in result.stdout
+    # The sample: its prompt (at most 40 validation characters), a mark,
+    # what follows.
+    shown = result.stdout.split("the model's 200):\n", 1)[1].splitlines()
+    shown = "\n".join(shown[: metrics["sample"].count("\n") + 1])
+    prompt = shown[: shown.index("[continued:]")]
+    assert 0 < len(prompt) <= 40 and prompt in TEXT, shown
+    assert shown.replace("[continued:]", "", 1) == metrics["sample"]
     for name in (
         # A keras-hub preset of the model and its tokenizer ...
         "config.json",
@@ -132,6 +138,9 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     ):
         assert os.path.isfile(os.path.join(output, name)), name
     assert metrics["steps"] == 4 and len(metrics["train_loss"]) == 4
+    # keras-hub would name the mixin `CarriedMemory` (`task.__base__`).
+    with open(os.path.join(output, "metadata.json")) as file:
+        assert json.load(file)["tasks"] == ["TransformerXLCausalLM"]
     assert metrics["tokens_per_second"] > 0
     assert metrics["config"]["segment_length"] == 8
     assert 0 < metrics["valid_bpc_with_memory"] < 10
@@ -407,7 +416,7 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
     assert "Resuming at step 3 of 4." in run["out"]
     assert on_two in run["out"]
     metrics = run["metrics"]
-    assert metrics["sample"] is None and "Sample:" not in run["out"]
+    assert metrics["sample"] is None and "Sample (" not in run["out"]
     assert metrics["config"]["strategy"] == strategy
     assert metrics["config"]["num_devices"] == 2
     single = np.array(tiny_run[3]["train_loss"])
@@ -482,6 +491,8 @@ def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
         (b"", [], "empty"),
         (b"too short", [], "too short"),
         (b"caf\xe9 " * 2000, [], "utf-8"),
+        (b"caf\xe9 " * 2000, [], "Or train on its bytes: --tokenizer byte"),
+        (TEXT.encode(), ["--batch-size", "64"], "smaller --batch-size or"),
         (TEXT.encode(), ["--resume"], "Nothing to resume"),
         (TEXT.encode(), ["--resume", "--overwrite"], "exclude each other"),
         (TEXT.encode(), ["--steps", "5", "--warmup-steps", "5"], "below"),
@@ -590,3 +601,11 @@ def test_the_parser_choices_are_the_librarys():
     assert choices.DATASETS == tuple(data.CORPORA)
     assert choices.STRATEGY_NAMES == distribute.STRATEGY_NAMES
     assert choices.VARIANTS == ablation.VARIANTS
+
+
+def test_printable_escapes_control_bytes_only():
+    from keras_txl.app.console import printable
+
+    # What a byte-level model may write: bell, escape codes, backspace.
+    text = "a\x07b\x1b[1mc\x08\r\x7f\nd\te ß ☕"
+    assert printable(text) == "a\\x07b\\x1b[1mc\\x08\\x0d\\x7f\nd\te ß ☕"
