@@ -256,7 +256,7 @@ def _train_parser(subparsers):
     )
     parser.add_argument(
         "--progress",
-        choices=tuple(PROGRESS),
+        choices=("auto", *PROGRESS),
         default="auto",
         help="bar: progress bars (of fit and of each validation pass); "
         "lines: one line per epoch and per validation pass, no terminal "

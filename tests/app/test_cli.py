@@ -517,7 +517,7 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
         # The old spelling of --progress: one meaning of --verbose now.
         (["train", "--verbose", "2"], "--progress bar, lines or none"),
         (["train", "--verbose"], "before the subcommand"),
-        (["train", "--progress", "dots"], "--progress: invalid choice"),
+        (["train", "--progress", "dots"], "from 'auto', 'bar', 'lines'"),
         (
             ["generate", "run", "--prompt", "a", "--sampler", "nucleus"],
             "--sampler: invalid choice: 'nucleus'",
