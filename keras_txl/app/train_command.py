@@ -382,6 +382,23 @@ class _RunData:
         return run_data
 
 
+def _metrics(tokenizer):
+    """The model's default metrics (`"auto"`), but a word model's bits are
+    per word: `fit` logs `bits_per_word`, not `bits_per_character`."""
+    if tokenizer != "word":
+        return "auto"
+    import keras_hub
+
+    from keras_txl.metrics import BatchCrossEntropy
+    from keras_txl.metrics import BitsPerCharacter
+
+    return [
+        BitsPerCharacter(name="bits_per_word"),
+        keras_hub.metrics.Perplexity(from_logits=True),
+        BatchCrossEntropy(),
+    ]
+
+
 def _compiled_model(config, strategy, run_data, log):
     """The run's language model, compiled (under `strategy`), and the run
     configuration saved beside it (`config.json`)."""
@@ -398,6 +415,7 @@ def _compiled_model(config, strategy, run_data, log):
             ),
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
+            weighted_metrics=_metrics(config.tokenizer),
         )
         if strategy is not None:
             strategy.build_memory(lm, batch)
@@ -566,7 +584,8 @@ def train(config, callbacks=(), log=print):
     with_memory = by_length[config.eval_memory_length]
     without_memory = by_length[0]
     log(
-        f"Validation bpc with memory ({config.eval_memory_length}): "
+        f"Validation bits per {token_unit(tokenizer)} with memory "
+        f"({config.eval_memory_length}): "
         f"{with_memory['bits_per_character']:.4f}; without memory: "
         f"{without_memory['bits_per_character']:.4f}"
     )

@@ -54,7 +54,7 @@ TINY = [
     "--valid-tokens",
     "32",
     "--progress",
-    "none",
+    "lines",  # the fit lines name the unit too
     "--sample-tokens",  # generation is the `load` and `cli` modes'
     "0",
 ]
