@@ -10,29 +10,16 @@ WikiText-103 `TransformerXLTokenizer`), so that
 `keras_hub.models.CausalLM.from_preset(run)` works in a new process.
 """
 
+import importlib
+
 import keras_txl_cli as _command
+from keras_txl.version import __version__
 
-# `python -m keras_txl` is the `keras-txl` command too: before Keras loads
-# TensorFlow, hide the native libraries' start-up lines as the console
-# script does (`--verbose` shows them). A library import does nothing here.
-if _command.started_as_command():
-    _command.quiet_native_logs()
-
-# `ablation` and `convert` are imported for what they register too: the
-# variants that old configs of the backbone and block load as, and the
-# loaders of HuggingFace and authors' TensorFlow folders that
-# `TransformerXLCausalLM.from_preset` finds. The models import neither.
-from keras_txl import ablation  # noqa: E402
-from keras_txl import convert  # noqa: E402  (registers from_preset's loaders)
-from keras_txl import data  # noqa: E402
-from keras_txl import distribute  # noqa: E402
-from keras_txl import export  # noqa: E402  (registers lm.export's writer)
-from keras_txl import layers  # noqa: E402
-from keras_txl import metrics  # noqa: E402
-from keras_txl import models  # noqa: E402
-from keras_txl import training  # noqa: E402
-from keras_txl.version import __version__  # noqa: E402
-
+# The submodules: `ablation` and `convert` are imported for what they
+# register too (the variants that old configs of the backbone and block
+# load as, and the loaders of HuggingFace and authors' TensorFlow folders
+# that `TransformerXLCausalLM.from_preset` finds; the models import
+# neither), `export` for `lm.export`'s writer.
 __all__ = [
     "__version__",
     "ablation",
@@ -45,3 +32,21 @@ __all__ = [
     "models",
     "training",
 ]
+
+
+def _import_submodules():
+    """Imports every submodule (and so Keras and its backend). A second
+    call does nothing."""
+    for name in __all__[1:]:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+if _command.started_as_command():
+    # `python -m keras_txl` is the `keras-txl` command too: before Keras
+    # loads TensorFlow, hide the native libraries' start-up lines as the
+    # console script does (`--verbose` shows them). The command checks
+    # its arguments before it loads Keras (`keras_txl.app.cli.main` calls
+    # `_import_submodules` then), so that a mistake comes back at once.
+    _command.quiet_native_logs()
+else:
+    _import_submodules()

@@ -18,7 +18,7 @@ import argparse
 import json
 import os
 
-from keras_txl.ablation.study import VARIANTS
+from keras_txl.app.choices import VARIANTS
 from keras_txl.app.sizes import SIZES
 from keras_txl.app.sizes import describe
 

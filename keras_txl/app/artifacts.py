@@ -85,6 +85,7 @@ def save_model(lm, directory, tokenizer=None, sequence_length=None):
     temporary = os.path.join(directory, f".preset-{os.getpid()}.tmp")
     shutil.rmtree(temporary, ignore_errors=True)
     copy.save_to_preset(temporary)
+    _name_the_task(temporary, type(copy).__name__)
     # Configs first, weights last.
     names = sorted(os.listdir(temporary), key=lambda n: (n.endswith(".h5"), n))
     for name in names:
@@ -94,6 +95,22 @@ def save_model(lm, directory, tokenizer=None, sequence_length=None):
         os.replace(os.path.join(temporary, name), target)
     os.rmdir(temporary)
     return directory
+
+
+def _name_the_task(preset, name):
+    """Writes the task class `name` in the preset's `metadata.json`.
+
+    keras-hub lists there the first base class of each task of the
+    backbone (`task.__base__`), which for `TransformerXLCausalLM` is its
+    mixin `CarriedMemory`, a name that tells a reader nothing.
+    """
+    path = os.path.join(preset, "metadata.json")
+    if not os.path.isfile(path):
+        return
+    metadata = read_json_file(path)
+    metadata["tasks"] = [name]
+    with open(path, "w", encoding="utf-8") as file:
+        json.dump(metadata, file, indent=4)
 
 
 def load_model(directory):

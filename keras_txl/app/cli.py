@@ -75,12 +75,36 @@ def _jit_compile(text):
     return values[text.lower()]
 
 
+# `--progress` -> the Keras verbosity of `fit` (2: one line per epoch).
+PROGRESS = {"bar": 1, "lines": 2, "none": 0}
+
+
+class _MovedVerbose(argparse.Action):
+    """`keras-txl train --verbose [N]`, the old spelling of `--progress`:
+    one meaning of `--verbose` now (the libraries' logs, before the
+    subcommand), so this says what to type instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(
+            "--verbose goes before the subcommand (`keras-txl --verbose "
+            "train ...`: the libraries' logs too). For fit's output use "
+            "--progress bar, lines or none (--verbose 1, 2, 0 before)."
+        )
+
+
+def _progress_verbosity(progress):
+    """The Keras verbosity of `--progress` (auto: bars on a terminal)."""
+    if progress == "auto":
+        progress = "bar" if sys.stdout.isatty() else "lines"
+    return PROGRESS[progress]
+
+
 def _train_parser(subparsers):
+    from keras_txl.app.choices import DATASETS
+    from keras_txl.app.choices import STRATEGY_NAMES
+    from keras_txl.app.choices import TOKENIZERS
     from keras_txl.app.sizes import TRAIN_SIZES
     from keras_txl.app.sizes import describe
-    from keras_txl.app.train_config import DATASETS
-    from keras_txl.app.train_config import TOKENIZERS
-    from keras_txl.distribute import STRATEGY_NAMES
 
     parser = subparsers.add_parser(
         "train",
@@ -231,11 +255,19 @@ def _train_parser(subparsers):
         help="replace the model in --output",
     )
     parser.add_argument(
+        "--progress",
+        choices=("auto", *PROGRESS),
+        default="auto",
+        help="bar: progress bars (of fit and of each validation pass); "
+        "lines: one line per epoch and per validation pass, no terminal "
+        "codes (for a log file); none: the results only (default auto: "
+        "bar on a terminal, else lines)",
+    )
+    parser.add_argument(
         "--verbose",
-        type=int,
-        choices=(0, 1, 2),
-        default=1,
-        help="Keras verbosity (1: progress bars)",
+        nargs="?",
+        action=_MovedVerbose,
+        help=argparse.SUPPRESS,
     )
     parser.set_defaults(run=_train)
 
@@ -246,14 +278,16 @@ def _train(args):
     from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
-    config = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+    values = {k: v for k, v in vars(args).items() if k in names}
+    values["verbose"] = _progress_verbosity(args.progress)
+    config = TrainConfig(**values)
     with sigterm_as_interrupt():
         train(config)
     return 0
 
 
 def _generate_parser(subparsers):
-    from keras_txl.app.sampling import SAMPLERS
+    from keras_txl.app.choices import SAMPLERS
 
     parser = subparsers.add_parser(
         "generate",
@@ -445,8 +479,9 @@ def _cache(args):
 
 
 def make_parser():
-    """The `argparse` parser of `keras-txl`."""
-    from keras_txl.app.train_config import DATASETS
+    """The `argparse` parser of `keras-txl`. Building it imports no
+    Keras, TensorFlow or JAX (`keras_txl.app.choices`)."""
+    from keras_txl.app.choices import DATASETS
 
     parser = _Parser(
         prog="keras-txl",
@@ -611,15 +646,28 @@ def _diverged_error():
 
 def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
-    returns the exit status."""
+    returns the exit status.
+
+    The arguments and the files they name are checked first, before
+    Keras, TensorFlow or JAX is imported.
+    """
     from keras_txl.app.console import quiet_libraries
 
     parser = make_parser()
     args = parser.parse_args(argv)
+    from keras_txl.app.path_checks import check_paths
+
+    error = check_paths(args)
+    if error:
+        print(f"keras-txl {args.command}: error: {error}", file=sys.stderr)
+        return 1
     if not args.show_library_output:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         with quiet_libraries(args.show_library_output):
+            import keras_txl
+
+            keras_txl._import_submodules()
             return args.run(args)
     except KeyboardInterrupt as error:
         # `TrainingInterrupted` (a KeyboardInterrupt) says which signal
@@ -633,7 +681,10 @@ def main(argv=None):
     except (ValueError, OSError, _diverged_error()) as error:
         if os.environ.get("KERAS_TXL_DEBUG"):
             raise
+        from keras_txl.app.console import in_flag_words
+
         message = " ".join(str(error).split()) or type(error).__name__
+        message = in_flag_words(args.command, message)
         print(f"keras-txl {args.command}: error: {message}", file=sys.stderr)
         return 1
 

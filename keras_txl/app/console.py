@@ -10,6 +10,8 @@ descriptor 2 are hidden before keras_txl loads, by the console script
 
 import contextlib
 import logging
+import re
+import unicodedata
 import warnings
 
 # The Python loggers of the libraries the command drives.
@@ -35,3 +37,40 @@ def quiet_libraries(verbose):
         finally:
             for logger, level in zip(loggers, levels):
                 logger.setLevel(level)
+
+
+# The library's argument names -> the flags of the commands that set them.
+_FLAG_WORDS = {
+    "batch_size": "--batch-size",
+    "sequence_length": "--segment-length",
+    "segment_length": "--segment-length",
+    "memory_length": "--memory-length",
+}
+_FLAG_COMMANDS = ("train", "evaluate", "export", "ablate")
+
+
+def in_flag_words(command, message):
+    """`message`, an error of the library, in the words of `keras-txl
+    command`: `batch_size` is `--batch-size`, `sequence_length` the
+    `--segment-length`; a text that is not UTF-8 points to the byte
+    tokenizer, which reads any file."""
+    if command in _FLAG_COMMANDS:
+        for name, flag in _FLAG_WORDS.items():
+            message = re.sub(rf"`{name}`|\b{name}\b(?==)", flag, message)
+            message = message.replace(f"{flag}=", f"{flag} ")
+            message = re.sub(rf"(?<![\w-]){name}\b", flag, message)
+    if command == "train" and "as utf-8" in message:
+        message += " Or train on its bytes: --tokenizer byte."
+    return message
+
+
+def printable(text):
+    """`text` safe for a terminal: control characters (a byte-level model
+    writes any byte: bell, escape, backspace) as `\\x07`-style escapes;
+    line breaks and tabs kept."""
+    return "".join(
+        char
+        if char in "\n\t" or unicodedata.category(char) != "Cc"
+        else f"\\x{ord(char):02x}"
+        for char in text
+    )

@@ -23,6 +23,7 @@ def evaluate_dynamic(
     clamp_length=None,
     same_length=None,
     start=None,
+    unit="token",
     log=print,
 ):
     """Scores `ids` without and with dynamic evaluation, and prints both.
@@ -33,6 +34,10 @@ def evaluate_dynamic(
     `"rms"` takes its gradient statistics from the first
     `CALIBRATION_SEGMENTS` segments of `training_ids` (the run's training
     text) when there is one, else from the text scored so far.
+
+    `unit` is what one token is (`"byte"`, `"character"`, `"word"` or
+    `"token"`: `keras_txl.app.text_segments.token_unit`), for the table's
+    "bits per ...".
 
     Returns:
         `{"text", "static", "dynamic"}`, the last two the result dicts of
@@ -77,11 +82,17 @@ def evaluate_dynamic(
         log=log,
         **protocol,
     )
-    log(f"{name}, {static['tokens']:,} tokens scored:")
-    log(f"{'':14}{'static':>12}{'dynamic':>12}")
+    log(
+        f"{name}, {static['tokens']:,} tokens scored. static: the saved "
+        f"weights, no step; dynamic: a {method} step after every "
+        f"{segments_per_update} segment(s) scored."
+    )
+    label = f"bits per {unit}"
+    width = max(len(label), len("perplexity")) + 2
+    log(f"{'':{width}}{'static':>12}{'dynamic':>12}")
     for key, label in (
-        ("bits_per_character", "bits/token"),
+        ("bits_per_character", label),
         ("perplexity", "perplexity"),
     ):
-        log(f"{label:>14}{static[key]:>12.4f}{dynamic[key]:>12.4f}")
+        log(f"{label:>{width}}{static[key]:>12.4f}{dynamic[key]:>12.4f}")
     return {"text": name, "static": static, "dynamic": dynamic}

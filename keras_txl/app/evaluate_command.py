@@ -150,6 +150,7 @@ def evaluate(
             clamp_length=clamp_length,
             same_length=same_length,
             start=memory_start,
+            unit=token_unit(tokenizer),
             log=log,
             **dynamic,
         )

@@ -1,6 +1,7 @@
 """`keras-txl generate`: text from a saved model."""
 
 from keras_txl.app import artifacts
+from keras_txl.app.console import printable
 from keras_txl.app.sampling import generate_text
 from keras_txl.app.sampling import make_sampler
 from keras_txl.app.sampling import prompt_as_read
@@ -50,5 +51,5 @@ def generate(
         sampler=chosen,
         memory_length=memory_length or None,
     )
-    log(prompt_as_read(tokenizer, prompt) + text)
+    log(printable(prompt_as_read(tokenizer, prompt) + text))
     return text

@@ -4,12 +4,8 @@ import keras
 import keras_hub
 import numpy as np
 
+from keras_txl.app.choices import SAMPLERS
 from keras_txl.utils.validation import check_positive_int
-
-# The keras-hub samplers that `TransformerXLCausalLM.generate` runs (the
-# contrastive sampler reads hidden states this model does not keep, the
-# speculative one needs a draft model).
-SAMPLERS = ("greedy", "top_k", "top_p", "random", "beam")
 
 
 def make_sampler(name, top_k=None, top_p=None, seed=None):

@@ -8,9 +8,6 @@ train` offers. To add a size, add a line here. ("Preset" means a keras-hub
 preset only: a saved model folder, `from_preset`.)
 """
 
-from keras_txl.models import TransformerXLBackbone
-from keras_txl.models import TransformerXLCausalLM
-
 
 def _size(layers, heads, hidden, head, inner):
     return dict(
@@ -98,6 +95,11 @@ def build_language_model(config, vocabulary_size):
     Returns:
         An uncompiled `TransformerXLCausalLM` with tied output weights.
     """
+    # Here, not at the top: the parser of `keras-txl` reads `SIZES` before
+    # Keras is imported.
+    from keras_txl.models import TransformerXLBackbone
+    from keras_txl.models import TransformerXLCausalLM
+
     backbone = TransformerXLBackbone(
         vocabulary_size=vocabulary_size,
         memory_length=config.memory_length,

@@ -19,6 +19,7 @@ import time
 import keras
 
 from keras_txl.app import artifacts
+from keras_txl.app.console import printable
 from keras_txl.app.plots import plot_bpc_vs_memory
 from keras_txl.app.plots import plot_training_curve
 from keras_txl.app.sampling import generate_text
@@ -46,6 +47,7 @@ from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 
 PROMPT_TOKENS = 40  # validation tokens that prompt the sample
+SAMPLE_MARK = "[continued:]"  # where the sample's prompt ends
 
 
 def load_corpus(config, tokenizer=None, log=print):
@@ -380,6 +382,23 @@ class _RunData:
         return run_data
 
 
+def _metrics(tokenizer):
+    """The model's default metrics (`"auto"`), but a word model's bits are
+    per word: `fit` logs `bits_per_word`, not `bits_per_character`."""
+    if tokenizer != "word":
+        return "auto"
+    import keras_hub
+
+    from keras_txl.metrics import BatchCrossEntropy
+    from keras_txl.metrics import BitsPerCharacter
+
+    return [
+        BitsPerCharacter(name="bits_per_word"),
+        keras_hub.metrics.Perplexity(from_logits=True),
+        BatchCrossEntropy(),
+    ]
+
+
 def _compiled_model(config, strategy, run_data, log):
     """The run's language model, compiled (under `strategy`), and the run
     configuration saved beside it (`config.json`)."""
@@ -396,6 +415,7 @@ def _compiled_model(config, strategy, run_data, log):
             ),
             jit_compile=config.jit_compile,
             steps_per_execution=config.steps_per_execution,
+            weighted_metrics=_metrics(config.tokenizer),
         )
         if strategy is not None:
             strategy.build_memory(lm, batch)
@@ -546,7 +566,9 @@ def train(config, callbacks=(), log=print):
     )
     log(f"Validation ({budget}, segments of {length}):")
     table = []
-    verbose = min(config.verbose, 1)
+    # Bars at verbosity 1 only: at 2 (one line per epoch, a log file)
+    # each pass is the line below.
+    verbose = 1 if config.verbose == 1 else 0
     lengths = eval_memory_lengths(config)
     for number, memory_length in enumerate(lengths, 1):
         if verbose:
@@ -562,7 +584,8 @@ def train(config, callbacks=(), log=print):
     with_memory = by_length[config.eval_memory_length]
     without_memory = by_length[0]
     log(
-        f"Validation bpc with memory ({config.eval_memory_length}): "
+        f"Validation bits per {token_unit(tokenizer)} with memory "
+        f"({config.eval_memory_length}): "
         f"{with_memory['bits_per_character']:.4f}; without memory: "
         f"{without_memory['bits_per_character']:.4f}"
     )
@@ -579,9 +602,14 @@ def train(config, callbacks=(), log=print):
         length,
         config.memory_length,
     )
-    sample = _sample(lm, tokenizer, corpus, config)
+    prompt, continuation = _sample(lm, tokenizer, corpus, config)
+    sample = None if prompt is None else prompt + continuation
     if sample is not None:
-        log(f"Sample:\n{sample}")
+        log(
+            f"Sample (the first {PROMPT_TOKENS} validation tokens, then "
+            f"{SAMPLE_MARK} and the model's {config.sample_tokens}):\n"
+            f"{printable(prompt)}{SAMPLE_MARK}{printable(continuation)}"
+        )
     metrics = {
         "steps": config.steps,
         "train_loss": history.losses,
@@ -615,12 +643,13 @@ def train(config, callbacks=(), log=print):
 
 
 def _sample(lm, tokenizer, corpus, config):
-    """The text after training: `config.sample_tokens` tokens that
-    continue the first validation tokens (`None` for 0 tokens)."""
+    """The text after training: `(prompt, continuation)`, the first
+    validation tokens and the `config.sample_tokens` tokens that continue
+    them (`(None, None)` for 0 tokens)."""
     from keras_txl import data
 
     if not config.sample_tokens:
-        return None
+        return None, None
     prompt_ids = (
         corpus.valid[:PROMPT_TOKENS]
         if len(corpus.valid)
@@ -635,7 +664,7 @@ def _sample(lm, tokenizer, corpus, config):
         sampler=make_sampler("top_k", seed=config.seed),
         memory_length=config.eval_memory_length or None,
     )
-    return prompt + sample
+    return prompt, sample
 
 
 __all__ = [

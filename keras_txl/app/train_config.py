@@ -2,13 +2,13 @@ import dataclasses
 import math
 import os
 
+from keras_txl.app.choices import TOKENIZERS
 from keras_txl.app.sizes import TRAIN_SIZES
 from keras_txl.data import CORPORA
 
 # The corpora of `keras_txl.data.load_corpus`: one added there is a
 # `--dataset` choice.
 DATASETS = tuple(CORPORA)
-TOKENIZERS = ("byte", "char", "word")
 # The tokenizer each corpus is modeled with in the paper (enwik8: bytes,
 # text8: characters, WikiText-103: words); characters otherwise.
 DEFAULT_TOKENIZER = {**CORPORA, "file": "char"}
@@ -66,7 +66,8 @@ class TrainConfig:
         output: folder of the model, tokenizer, checkpoint and pictures.
         resume, overwrite: what to do when `output` holds a run.
         metrics_json: optional path of the metrics file.
-        verbose: Keras verbosity of `fit` (1: progress bars).
+        verbose: Keras verbosity of `fit` (1: progress bars, of the
+            validation passes too; 2: one line per epoch; 0: none).
         strategy: one of `keras_txl.distribute.STRATEGY_NAMES`: how `fit`
             spreads the batch over devices (`"none"`: one device).
         num_devices: int >= 1 or `None` (every device of the host):

@@ -53,8 +53,8 @@ TINY = [
     "0",
     "--valid-tokens",
     "32",
-    "--verbose",
-    "0",
+    "--progress",
+    "lines",  # the fit lines name the unit too
     "--sample-tokens",  # generation is the `load` and `cli` modes'
     "0",
 ]

@@ -105,9 +105,23 @@ def tiny_run(tmp_path_factory):
 def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     corpus, output, result, metrics = tiny_run
     assert "Epoch 2/2" in result.stdout  # Keras progress
+    # stdout is a pipe, as a log file: `--progress auto` writes one line
+    # per epoch and per validation pass, no bars and no terminal codes.
+    assert not set(result.stdout) & {"\x1b", "\r", "\b"}
+    assert len(result.stdout.encode()) <= 8192
+    lines = result.stdout.splitlines()
+    assert len([line for line in lines if line.startswith("2/2 - ")]) == 2
+    passes = [line for line in lines if line.startswith("  memory ")]
+    assert len(passes) == 5, result.stdout
     assert "with memory (16)" in result.stdout
-    assert "Sample:" in result.stdout
-    assert metrics["sample"] in result.stdout  # prompt and continuation
+    assert "Sample (" in result.stdout
+    # The sample: its prompt (at most 40 validation characters), a mark,
+    # what follows.
+    shown = result.stdout.split("the model's 200):\n", 1)[1].splitlines()
+    shown = "\n".join(shown[: metrics["sample"].count("\n") + 1])
+    prompt = shown[: shown.index("[continued:]")]
+    assert 0 < len(prompt) <= 40 and prompt in TEXT, shown
+    assert shown.replace("[continued:]", "", 1) == metrics["sample"]
     for name in (
         # A keras-hub preset of the model and its tokenizer ...
         "config.json",
@@ -124,6 +138,9 @@ def test_train_evaluate_generate_end_to_end(tmp_path, tiny_run, capsys):
     ):
         assert os.path.isfile(os.path.join(output, name)), name
     assert metrics["steps"] == 4 and len(metrics["train_loss"]) == 4
+    # keras-hub would name the mixin `CarriedMemory` (`task.__base__`).
+    with open(os.path.join(output, "metadata.json")) as file:
+        assert json.load(file)["tasks"] == ["TransformerXLCausalLM"]
     assert metrics["tokens_per_second"] > 0
     assert metrics["config"]["segment_length"] == 8
     assert 0 < metrics["valid_bpc_with_memory"] < 10
@@ -399,7 +416,7 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
     assert "Resuming at step 3 of 4." in run["out"]
     assert on_two in run["out"]
     metrics = run["metrics"]
-    assert metrics["sample"] is None and "Sample:" not in run["out"]
+    assert metrics["sample"] is None and "Sample (" not in run["out"]
     assert metrics["config"]["strategy"] == strategy
     assert metrics["config"]["num_devices"] == 2
     single = np.array(tiny_run[3]["train_loss"])
@@ -474,6 +491,8 @@ def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
         (b"", [], "empty"),
         (b"too short", [], "too short"),
         (b"caf\xe9 " * 2000, [], "utf-8"),
+        (b"caf\xe9 " * 2000, [], "Or train on its bytes: --tokenizer byte"),
+        (TEXT.encode(), ["--batch-size", "64"], "smaller --batch-size or"),
         (TEXT.encode(), ["--resume"], "Nothing to resume"),
         (TEXT.encode(), ["--resume", "--overwrite"], "exclude each other"),
         (TEXT.encode(), ["--steps", "5", "--warmup-steps", "5"], "below"),
@@ -495,6 +514,10 @@ def test_train_errors_are_one_line(tmp_path, capsys, content, extra, match):
         (["train", "--dropout", "1.5"], "--dropout: must be a number"),
         (["train", "--memory-length", "x"], "--memory-length"),
         (["generate"], "MODEL_DIR"),
+        # The old spelling of --progress: one meaning of --verbose now.
+        (["train", "--verbose", "2"], "--progress bar, lines or none"),
+        (["train", "--verbose"], "before the subcommand"),
+        (["train", "--progress", "dots"], "from 'auto', 'bar', 'lines'"),
         (
             ["generate", "run", "--prompt", "a", "--sampler", "nucleus"],
             "--sampler: invalid choice: 'nucleus'",
@@ -524,3 +547,65 @@ def test_evaluate_and_generate_need_a_saved_model(tmp_path, corpus, capsys):
     _one_line_error(capsys, status, 1, "No model")
     status = main(["generate", str(tmp_path), "--prompt", "a"])
     _one_line_error(capsys, status, 1, "No model")
+
+
+# Modules that a mistake on the command line must not wait for.
+HEAVY = ("keras", "keras_hub", "tensorflow", "jax", "torch")
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["train", "--corpus", "missing.txt"], "--corpus 'missing.txt'"),
+        (["generate", "NOT_A_RUN", "--prompt", "a"], "MODEL_DIR 'NOT_A_RUN'"),
+        (["evaluate", "NOT_A_RUN"], "MODEL_DIR 'NOT_A_RUN'"),
+    ],
+)
+def test_path_errors_come_before_keras_is_imported(tmp_path, argv, match):
+    # As a user types it: one line, in the user's words, no traceback.
+    command = [sys.executable, "-m", "keras_txl"]
+    env = dict(os.environ, PYTHONPATH=REPO)
+    plain = subprocess.run(
+        command + argv, env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert plain.returncode == 1, plain.stderr
+    assert plain.stdout == ""
+    lines = plain.stderr.strip().splitlines()
+    assert len(lines) == 1 and match in lines[0], plain.stderr
+    assert "does not exist" in lines[0]
+    # What was imported (`--verbose` keeps descriptor 2, where
+    # `-X importtime` writes): none of Keras and its backends.
+    timed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "keras_txl", "--verbose"]
+        + argv,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert timed.returncode == 1, timed.stderr[-2000:]
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in timed.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "keras_txl" in imported and "argparse" in imported
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_the_parser_choices_are_the_librarys():
+    from keras_txl import ablation
+    from keras_txl import distribute
+    from keras_txl.app import choices
+
+    assert choices.DATASETS == tuple(data.CORPORA)
+    assert choices.STRATEGY_NAMES == distribute.STRATEGY_NAMES
+    assert choices.VARIANTS == ablation.VARIANTS
+
+
+def test_printable_escapes_control_bytes_only():
+    from keras_txl.app.console import printable
+
+    # What a byte-level model may write: bell, escape codes, backspace.
+    text = "a\x07b\x1b[1mc\x08\r\x7f\nd\te ß ☕"
+    assert printable(text) == "a\\x07b\\x1b[1mc\\x08\\x0d\\x7f\nd\te ß ☕"

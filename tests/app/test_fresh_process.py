@@ -76,7 +76,10 @@ def test_a_user_in_a_fresh_process(backend, tmp_path):
         assert case["err"] == "", case  # no library warnings
     assert "bits per byte" in trained[1]["out"]  # the byte run
     assert "bits per character" in trained[0]["out"]
-    assert "Sample:" not in trained[0]["out"]  # --sample-tokens 0
+    # The word run speaks of words, never of characters.
+    assert "bits per word" in trained[2]["out"]
+    assert "character" not in trained[2]["out"], trained[2]["out"]
+    assert "Sample (" not in trained[0]["out"]  # --sample-tokens 0
 
     # `import keras_txl` alone registers what every run names.
     loaded = _child(backend, "load", tmp_path)
@@ -151,6 +154,7 @@ def test_a_user_in_a_fresh_process(backend, tmp_path):
         assert result.returncode == 0
         assert result.stderr == b"", result.stderr.decode(errors="replace")
         assert b"usage: keras-txl" in result.stdout
-        # What was hidden: `--verbose` shows it.
-        noisy = _command(backend, tmp_path, "--verbose", "--help")
+        # What was hidden: `--verbose` shows it (`--help` returns before
+        # the libraries load: a command that loads them).
+        noisy = _command(backend, tmp_path, "--verbose", "cache", "--list")
         assert any(word.encode() in noisy.stderr for word in NOISE)
