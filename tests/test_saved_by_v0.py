@@ -110,3 +110,15 @@ def test_a_run_saved_with_preset_resumes_with_its_size():
     assert resumed.merged_for_resume(saved).size == "tiny"
     with pytest.raises(ValueError, match="--size reference differs"):
         TrainConfig(size="reference", resume=True).merged_for_resume(saved)
+
+
+def test_generate_on_unseen_characters_is_one_plain_error(preset_lm):
+    # The run's 30 characters have no <unk>: `generate("text")` names the
+    # characters in a plain ValueError (not wrapped by Keras with its
+    # terminal codes), before anything compiles.
+    with pytest.raises(ValueError) as info:
+        preset_lm.generate("the Café", max_length=12)
+    message = str(info.value)
+    assert message.startswith("2 character(s) of the text are not in the ")
+    assert "'C', 'é'; " in message and "oov_token" in message
+    assert "\x1b[" not in message and "CharacterTokenizer.call" not in message

@@ -61,6 +61,48 @@ def make_sampler(name, top_k=None, top_p=None, seed=None):
     )
 
 
+def unknown_in_prompt(tokenizer, prompt):
+    """What of `prompt` the vocabulary of `tokenizer` lacks, and the token
+    that stands for it.
+
+    Args:
+        tokenizer: a run's tokenizer (`keras_txl.data.make_tokenizer`), or
+            a `TransformerXLTokenizer`.
+        prompt: str.
+
+    Returns:
+        `(unknown, oov_token)`: the characters (character tokenizers) or
+        words (word tokenizers) of `prompt` outside the vocabulary, each
+        once (characters in code point order, words in prompt order; none
+        for a byte tokenizer, which reads every text), and the token they
+        are read as (`None`: a character vocabulary saved before keras-txl
+        reserved `<unk>`, which has no id for them).
+
+    Example:
+
+    >>> from keras_txl.data import make_tokenizer
+    >>> unknown_in_prompt(make_tokenizer("char", "abc"), "cafe")
+    (['e', 'f'], '<unk>')
+    """
+    from keras_txl.models import CharacterTokenizer
+    from keras_txl.models import TransformerXLTokenizer
+    from keras_txl.models.transformer_xl_tokenizer import (
+        is_whole_word_tokenizer,
+    )
+
+    if isinstance(tokenizer, CharacterTokenizer):
+        return tokenizer.unknown_characters(prompt), tokenizer.oov_token
+    if isinstance(tokenizer, TransformerXLTokenizer):
+        words, oov_token = tokenizer.split(prompt), tokenizer.unknown_token
+    elif is_whole_word_tokenizer(tokenizer):
+        words, oov_token = prompt.split(), tokenizer.oov_token
+    else:
+        return [], None
+    known = set(tokenizer.get_vocabulary())
+    unknown = [word for word in dict.fromkeys(words) if word not in known]
+    return unknown, oov_token
+
+
 def prompt_as_read(tokenizer, prompt):
     """`prompt` as the model reads it, which `generate_text` continues:
     the text of its tokens, as `TransformerXLCausalLM.generate` writes it

@@ -12,7 +12,8 @@ the token cache); `encode` turns a text into one `np.int32` array of ids,
   savable in a preset): the UTF-8 bytes of the text, 256 ids (enwik8 in
   the Transformer-XL paper).
 - `"char"`: `keras_txl.models.CharacterTokenizer`: one id per distinct
-  character of the text, in code point order (65 for tinyshakespeare).
+  character of the text, in code point order, then `<unk>`, the id of
+  every other character (66 ids for tinyshakespeare's 65 characters).
 - `"word"`: `keras_hub.tokenizers.WordPieceTokenizer` over whole words:
   the text split on whitespace, as the Transformer-XL authors prepare
   WikiText-103 (punctuation is not split off: the corpus is expected to be
@@ -85,9 +86,10 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
             word to the next one's first).
         vocabulary_size: optional int, the largest vocabulary allowed.
             `"byte"`: 256 or `None`. `"char"`: `None` keeps every character
-            and makes unknown characters an error; an int keeps the
-            `vocabulary_size - 1` most frequent characters plus `<unk>`,
-            the id of every other character. `"word"`: `None` keeps every
+            plus `<unk>`, the id of every other character (a prompt or a
+            text to score may hold characters the corpus lacks); an int
+            keeps the `vocabulary_size - 1` most frequent characters plus
+            `<unk>`. `"word"`: `None` keeps every
             word; an int keeps `<unk>`, `<eos>` and the
             `vocabulary_size - 2` most frequent words.
         cache_dir: optional token cache folder.
@@ -339,7 +341,12 @@ def _character_tokenizer(counts, vocabulary_size=None):
     counts = np.asarray(counts)
     present = np.flatnonzero(counts)  # ascending code points
     if vocabulary_size is None:
-        return CharacterTokenizer(vocabulary=[chr(c) for c in present])
+        # `<unk>` last: the characters' ids are those of a vocabulary
+        # without it (as keras-txl built them before it reserved one).
+        return CharacterTokenizer(
+            vocabulary=[chr(c) for c in present] + [UNKNOWN_TOKEN],
+            oov_token=UNKNOWN_TOKEN,
+        )
     if vocabulary_size < 2:
         raise ValueError(
             "A capped character vocabulary holds `<unk>` and at least one "
@@ -432,7 +439,13 @@ def _counted_tokenizer(kind, sources, vocabulary_size, cache_dir):
 
     value = cached_json(
         "vocabulary",
-        {"kind": kind, "vocabulary_size": vocabulary_size},
+        # `unknown`: vocabularies cached before every character
+        # vocabulary reserved `<unk>` are not reused.
+        {
+            "kind": kind,
+            "vocabulary_size": vocabulary_size,
+            "unknown": UNKNOWN_TOKEN,
+        },
         sources,
         count,
         cache_dir,

@@ -93,12 +93,16 @@ class CharacterTokenizer(VocabularyTokenizer):
     (`0 .. len(vocabulary) - 1`), so the model's embedding has one row per
     character that occurs.
 
-    Out-of-vocabulary policy: with `oov_token=None` (default), a character
-    outside the vocabulary is an error (`ValueError` on the Python path,
-    `InvalidArgumentError` inside `tf.data`), because silently mapping it
-    would change the text the model is scored on. With `oov_token` set
-    (for example `"<unk>"`, which must be an entry of `vocabulary`), such
-    characters get its id, and `detokenize` writes the token itself.
+    Out-of-vocabulary policy: with `oov_token` set (for example
+    `"<unk>"`, which must be an entry of `vocabulary`), a character outside
+    the vocabulary gets its id, and `detokenize` writes the token itself,
+    so any text goes in and valid text comes out. The vocabularies of
+    `make_tokenizer("char", ...)` (and so of `keras-txl train`) end with
+    `<unk>`. With `oov_token=None` (the default here, and the vocabularies
+    keras-txl built before it reserved `<unk>`) such a character is an
+    error (`ValueError` naming the characters on the Python path,
+    `InvalidArgumentError` inside `tf.data`): it has no id, and dropping it
+    would change the text. `unknown_characters(text)` lists them.
 
     Nothing is lowercased or normalized, and id 0 is an ordinary character,
     not padding: `detokenize(tokenize(text)) == text` for every text made
@@ -209,38 +213,46 @@ class CharacterTokenizer(VocabularyTokenizer):
             None if self.oov_token is None else vocabulary.index(self.oov_token)
         )
 
-    def _encode_text(self, text):
-        """Ids of one Python string, with NumPy."""
+    def unknown_characters(self, inputs):
+        """The characters of a text, or of a batch of texts, that are not
+        in the vocabulary: each once, in code point order (`oov_token`'s
+        id stands for them, or they are an error without one)."""
+        self._check_vocabulary()
+        inputs = _as_python(inputs)
+        if isinstance(inputs, (str, bytes)):
+            inputs = [inputs]
+        unknown = set()
+        for text in inputs:
+            codepoints, ids = self._lookup_text(text)
+            unknown.update(np.unique(codepoints[ids < 0]).tolist())
+        return [chr(c) for c in sorted(unknown)]
+
+    def _lookup_text(self, text):
+        """`(code points, ids)` of one Python string, with NumPy; id -1
+        outside the vocabulary."""
         if isinstance(text, bytes):
             text = text.decode("utf-8", "surrogateescape")
         codepoints = np.frombuffer(
             text.encode("utf-32-le", "surrogatepass"), "<u4"
         )  # (num_chars,)
         last = len(self._lookup) - 1
-        ids = self._lookup[np.minimum(codepoints, last)]
+        return codepoints, self._lookup[np.minimum(codepoints, last)]
+
+    def _encode_text(self, text):
+        """Ids of one Python string, with NumPy."""
+        codepoints, ids = self._lookup_text(text)
         found = ids >= 0
         if not found.all():
             if self._oov_id is None:
                 unknown = [chr(c) for c in np.unique(codepoints[~found])]
-                raise ValueError(
-                    f"{len(unknown)} character(s) are not in the vocabulary "
-                    f"of {len(self.vocabulary)} tokens, e.g. "
-                    f"{unknown[:5]!r}, and there is no `oov_token`. Build "
-                    f"the vocabulary from all the text you tokenize, or set "
-                    f"`oov_token`."
-                )
+                raise ValueError(unknown_characters_message(self, unknown))
             ids = np.where(found, ids, self._oov_id)
         return ids.astype(self.compute_dtype)
 
     def _tokenize_python(self, inputs):
+        inputs = _as_python(inputs)
         if isinstance(inputs, (str, bytes)):
             return self._encode_text(inputs)
-        tf = sys.modules.get("tensorflow")  # no TensorFlow, no tf.Tensor
-        tensor_types = (np.ndarray,) if tf is None else (tf.Tensor, np.ndarray)
-        if isinstance(inputs, tensor_types) or keras.ops.is_tensor(inputs):
-            inputs = np.asarray(inputs).tolist()
-            if isinstance(inputs, (str, bytes)):
-                return self._encode_text(inputs)
         return [self._encode_text(text).tolist() for text in inputs]
 
     def _detokenize_python(self, inputs):
@@ -328,3 +340,32 @@ class CharacterTokenizer(VocabularyTokenizer):
             {"vocabulary": self.vocabulary, "oov_token": self.oov_token}
         )
         return config
+
+
+def _as_python(inputs):
+    """A string, or a batch of strings (list, array or tensor), as Python
+    strings: a `str`/`bytes`, or a list of them."""
+    if isinstance(inputs, (str, bytes)):
+        return inputs
+    tf = sys.modules.get("tensorflow")  # no TensorFlow, no tf.Tensor
+    tensor_types = (np.ndarray,) if tf is None else (tf.Tensor, np.ndarray)
+    if isinstance(inputs, tensor_types) or keras.ops.is_tensor(inputs):
+        return np.asarray(inputs).tolist()
+    return inputs
+
+
+def unknown_characters_message(tokenizer, unknown):
+    """The error for the characters `unknown` of a text, outside the
+    vocabulary of `tokenizer` (a `CharacterTokenizer` without
+    `oov_token`)."""
+    shown = ", ".join(repr(character) for character in unknown[:10])
+    more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+    return (
+        f"{len(unknown)} character(s) of the text are not in the "
+        f"vocabulary of {len(tokenizer.vocabulary)} tokens: {shown}{more}; "
+        "this tokenizer has no `oov_token` to read them as (keras-txl "
+        "built character vocabularies without `<unk>` before it reserved "
+        "one). Leave them out of the text, or use a tokenizer whose "
+        "vocabulary holds an `oov_token`: `keras_txl.data.make_tokenizer("
+        "'char', text)` and `keras-txl train` reserve `<unk>`."
+    )

@@ -2,6 +2,8 @@ import keras
 import keras_hub
 import numpy as np
 
+from keras_txl.models.character_tokenizer import CharacterTokenizer
+from keras_txl.models.character_tokenizer import unknown_characters_message
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_tokenizer import END_OF_LINE_TOKEN
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
@@ -159,6 +161,21 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         )
 
     def generate_preprocess(self, x, sequence_length=None):
+        tokenizer = self.tokenizer
+        texts = [x] if isinstance(x, (str, bytes)) else x
+        if (
+            isinstance(tokenizer, CharacterTokenizer)
+            and tokenizer.oov_token is None
+            and isinstance(texts, (list, tuple))
+            and all(isinstance(text, (str, bytes)) for text in texts)
+        ):
+            # Python strings are checked here, not inside the tokenizer's
+            # call, so that the error reaches the user of
+            # `generate("text")` as it is (Keras wraps an error of a
+            # layer's call with its arguments and terminal codes).
+            unknown = tokenizer.unknown_characters(texts)
+            if unknown:
+                raise ValueError(unknown_characters_message(tokenizer, unknown))
         return super().generate_preprocess(
             self._words(x), sequence_length=sequence_length
         )

@@ -609,3 +609,65 @@ def test_printable_escapes_control_bytes_only():
     # What a byte-level model may write: bell, escape codes, backspace.
     text = "a\x07b\x1b[1mc\x08\r\x7f\nd\te ß ☕"
     assert printable(text) == "a\\x07b\\x1b[1mc\\x08\\x0d\\x7f\nd\te ß ☕"
+
+
+# Every character here but "a", "f", "x" and " " is outside the tiny
+# run's ASCII vocabulary (TEXT): an accent, an emoji, a backtick, a
+# dollar, a digit and a tab.
+ANY_PROMPT = "Café ☕ `x` $5\t"
+READ = "<unk>af<unk> <unk> <unk>x<unk> <unk><unk><unk>"  # as the run reads it
+
+
+@pytest.mark.slow
+@pytest.mark.backend_dependent
+def test_generate_reads_any_prompt_and_writes_utf_8(tiny_run):
+    """A character run trained on ASCII continues a prompt of characters
+    it never saw: `keras-txl generate` (a fresh process) names them once
+    on stderr and writes valid UTF-8; `from_preset(...).generate` on the
+    string does the same through the API."""
+    output = tiny_run[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_txl", "generate", output]
+        + ["--prompt", ANY_PROMPT, "--max-length", "24"]
+        + ["--sampler", "greedy"],
+        env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"),
+        capture_output=True,
+    )
+    err = result.stderr.decode("utf-8")
+    assert result.returncode == 0, err[-3000:]
+    text = result.stdout.decode("utf-8")  # strict: valid UTF-8
+    assert text.startswith(READ)
+    lines = [line for line in err.splitlines() if "keras-txl" in line]
+    assert lines == [
+        "keras-txl generate: 7 character(s) of the prompt not in the run's "
+        "vocabulary, read as <unk>: '\\t' '$' '5' 'C' '`' 'é' '☕'"
+    ], err
+    assert "Traceback" not in err
+
+    from keras_txl.models import TransformerXLCausalLM
+
+    lm = TransformerXLCausalLM.from_preset(output)
+    lm.compile(sampler="greedy")
+    generated = lm.generate(ANY_PROMPT, max_length=24)
+    assert isinstance(generated, str)
+    generated.encode("utf-8")  # no lone surrogate
+    assert generated.startswith(READ)
+    assert len(lm.preprocessor.tokenizer(ANY_PROMPT)) == len(ANY_PROMPT)
+
+
+def test_generate_on_a_run_saved_without_unk_names_what_it_leaves_out(
+    capsys,
+):
+    """A character run saved before keras-txl reserved <unk>
+    (tests/fixtures/saved_by_v0) has no id for an unseen character: the
+    CLI leaves them out of the prompt and says so in one line."""
+    run = os.path.join(REPO, "tests", "fixtures", "saved_by_v0", "run")
+    argv = ["generate", run, "--prompt", "the Café", "--max-length", "12"]
+    assert main(argv + ["--sampler", "greedy"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "keras-txl generate: 2 character(s) of the prompt not in the run's "
+        "vocabulary, left out (the run was saved without <unk>): 'C' 'é'"
+    ]
+    assert captured.out.startswith("the af")
+    assert len(captured.out) == 13  # 12 characters and the newline

@@ -36,3 +36,19 @@ def test_prompt_and_continuation_read_as_one_text(kind):
     printed = (head + text).split()
     assert printed[:2] == ["the", "cat"]
     assert set(printed) <= set(tokenizer.get_vocabulary())
+
+
+def test_word_run_reads_unseen_words_as_unk():
+    from keras_txl.app.sampling import prompt_as_read
+    from keras_txl.app.sampling import unknown_in_prompt
+    from keras_txl.data import make_tokenizer
+
+    tokenizer = make_tokenizer("word", "the cat sat\nthe dog")
+    assert unknown_in_prompt(tokenizer, "the cow sat on é") == (
+        ["cow", "on", "é"],
+        "<unk>",
+    )
+    assert prompt_as_read(tokenizer, "the cow sat") == "the <unk> sat"
+    char = make_tokenizer("char", "abc")
+    assert unknown_in_prompt(char, "cafe\t") == (["\t", "e", "f"], "<unk>")
+    assert unknown_in_prompt(make_tokenizer("byte"), "☕") == ([], None)

@@ -56,7 +56,7 @@ def shakespeare():
 def test_shakespeare_char_and_byte_round_trip(shakespeare):
     char = make_tokenizer("char", shakespeare)
     assert isinstance(char, CharacterTokenizer)
-    assert char.vocabulary_size() == 65
+    assert char.vocabulary_size() == 66  # 65 characters and <unk>
     ids = encode(char, shakespeare)
     assert ids.dtype == np.int32 and len(ids) == len(shakespeare)
     assert decode(char, ids) == shakespeare
@@ -96,10 +96,18 @@ def test_codepoint_tokenizer_fast_path_matches_tokenizer():
 
 
 def test_char_tokenizer_unknown_characters_and_cap():
+    # Every character of the text, in code point order, then <unk>: the
+    # id of any other character, decoded as its text (valid UTF-8).
     tokenizer = make_tokenizer("char", "abcabca")
-    assert tokenizer.get_vocabulary() == ["a", "b", "c"]
-    with pytest.raises(CorpusError, match="oov_token"):
-        encode(tokenizer, "abd")
+    assert tokenizer.get_vocabulary() == ["a", "b", "c", "<unk>"]
+    assert tokenizer.oov_token == "<unk>"
+    ids = encode(tokenizer, "ab\tdé☕c")
+    np.testing.assert_array_equal(ids, [0, 1, 3, 3, 3, 3, 2])
+    assert decode(tokenizer, ids) == "ab<unk><unk><unk><unk>c"
+    # A vocabulary saved without <unk> (keras-txl before it reserved one).
+    closed = CharacterTokenizer(vocabulary=["a", "b", "c"])
+    with pytest.raises(CorpusError, match="'d'; .*oov_token"):
+        encode(closed, "abd")
     capped = make_tokenizer("char", "aaabbc", vocabulary_size=3)
     assert capped.get_vocabulary() == ["a", "b", "<unk>"]
     np.testing.assert_array_equal(encode(capped, "cab"), [2, 0, 1])

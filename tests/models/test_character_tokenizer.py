@@ -25,8 +25,10 @@ def test_ids_follow_vocabulary_and_round_trip():
 
 def test_unknown_character_is_an_error_without_oov_token():
     tokenizer = CharacterTokenizer(vocabulary=VOCABULARY)
-    with pytest.raises(ValueError, match=r"\['z'\]"):
+    with pytest.raises(ValueError, match="1 character.*: 'z'; "):
         tokenizer("abz")
+    assert tokenizer.unknown_characters(["abz", "y\tz"]) == ["\t", "y", "z"]
+    assert tokenizer.unknown_characters("cab") == []
     with pytest.raises(ValueError, match="in \\[0, 7\\)"):
         tokenizer.detokenize([0, 7])
 
