@@ -7,6 +7,8 @@ from keras import ops
 from keras_txl.layers.packed_dropout import PackedDropout
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 # Added to the scores of masked keys. Finite (not -inf) so that a row whose
 # keys are all masked gives a uniform row, never NaN; applied in float32.
@@ -183,7 +185,11 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             memory.
         memory_valid_length: optional int tensor of shape `(batch,)`: the
             number of valid memory slots of each example, the last ones.
-            `None` means all `M` are valid.
+            `None` means all `M` are valid. Its dtype and shape are
+            checked always, its values (within `[0, M]`) where they are
+            concrete (an eager call); under `jit` or `tf.function` they
+            are traced and not checked (reading them would need a host
+            sync).
         key_values: optional tensor of shape `(batch, M + T, 2 *
             num_heads * head_dim)`: the keys and values of `concat(memory,
             query)` as `key_values()` computes them, in place of `memory`
@@ -342,19 +348,19 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     ):
         dtype = self.compute_dtype
         query = ops.cast(query, dtype)
+        if key_values is not None and memory is not None:
+            raise ValueError(
+                "Pass the memory as `memory` (its states) or within "
+                "`key_values` (the keys and values of the memory and "
+                "the segment, from `key_values()`), not both."
+            )
+        self._check_memory(query, memory, memory_valid_length, key_values)
         if key_values is not None:
-            if memory is not None:
-                raise ValueError(
-                    "Pass the memory as `memory` (its states) or within "
-                    "`key_values` (the keys and values of the memory and "
-                    "the segment, from `key_values()`), not both."
-                )
             key_values = ops.cast(key_values, dtype)  # (batch, K, 2 * nh)
             context = query
         elif memory is None:
             context = query
         else:
-            _check_memory(query, memory, memory_valid_length)
             memory = ops.cast(memory, dtype)
             context = ops.concatenate([memory, query], axis=1)  # (b, K, d)
         query_length = ops.shape(query)[1]
@@ -391,6 +397,25 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
                 probs, (1, 0, 2, 3)
             )  # (batch, heads, T, K)
         return output
+
+    def _check_memory(self, query, memory, memory_valid_length, key_values):
+        """`_check_memory` of the call's memory arguments, and of the
+        width and batch of `key_values`."""
+        if key_values is not None:
+            shape, width = tuple(key_values.shape), 2 * self.num_heads
+            width *= self.head_dim
+            expected = (query.shape[0], None, width)
+            if len(shape) != 3 or any(
+                None not in (got, want) and got != want
+                for got, want in zip(shape, expected)
+            ):
+                raise ValueError(
+                    "`key_values` must have shape `(batch, M + T, 2 * "
+                    f"num_heads * head_dim)` = {expected}. Received: "
+                    f"key_values.shape={shape}. Build it with this layer's "
+                    "`key_values(concat(memory, query))`."
+                )
+        _check_memory(query, memory, memory_valid_length, key_values)
 
     def _compute_attention(
         self,
@@ -563,41 +588,77 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         return config
 
 
-def _check_memory(query, memory, memory_valid_length):
-    """Checks `memory` and `memory_valid_length` before they are used:
-    the memory's rank, dtype and static width and batch, the valid
-    lengths' dtype. Raises a `ValueError` that names the argument, what
-    was received and what is expected. (The valid lengths' values are
-    tensors here, traced under `jit`: the backbone's `MemorySpec` checks
-    a memory it is given.)"""
-    shape = tuple(memory.shape)
-    if len(shape) != 3:
-        raise ValueError(
-            "`memory` must have shape `(batch, M, dim)`. Received: "
-            f"memory.shape={shape}"
-        )
-    dtype = keras.backend.standardize_dtype(memory.dtype)
-    if "float" not in dtype:
-        raise ValueError(
-            "`memory` must hold hidden states, a floating-point tensor "
-            f"(the states of the layer below). Received: dtype={dtype}"
-        )
+def _check_memory(query, memory, memory_valid_length, key_values=None):
+    """Checks `memory` (or `key_values`) and `memory_valid_length`
+    before they are used, as the backbone's `MemorySpec` checks a memory
+    dict. Raises a `ValueError` that names the argument, what was
+    received, what is expected and how to fix it.
+
+    Shapes and dtypes are static: they are checked at trace time too.
+    The values of `memory_valid_length` (within `[0, M]`) are checked
+    only where they are concrete (NumPy, a Python list, an eager
+    tensor): under `jit` or `tf.function` a traced value cannot be read
+    without a host sync, and is not checked."""
     query_shape = tuple(query.shape)
-    for axis, name in ((-1, "width"), (0, "batch size")):
-        got, want = shape[axis], query_shape[axis]
-        if got is not None and want is not None and got != want:
+    memory_length = 0
+    if memory is not None:
+        shape = tuple(memory.shape)
+        if len(shape) != 3:
             raise ValueError(
-                f"`memory` must have the {name} of the query, {want}. "
-                f"Received: memory.shape={shape}, query.shape={query_shape}"
+                "`memory` must have shape `(batch, M, dim)`, the states of "
+                "the layer below for `M` earlier positions. Received: "
+                f"memory.shape={shape}. Pass `memory=None` for no memory."
             )
+        dtype = dtype_name(memory)
+        if "float" not in dtype:
+            raise ValueError(
+                "`memory` must hold hidden states, a floating-point tensor "
+                f"(the states of the layer below). Received: dtype={dtype}. "
+                "Pass the states themselves (token ids go through the "
+                "embedding first)."
+            )
+        for axis, name in ((-1, "width"), (0, "batch size")):
+            got, want = shape[axis], query_shape[axis]
+            if got is not None and want is not None and got != want:
+                raise ValueError(
+                    f"`memory` must have the {name} of the query, {want}: "
+                    "shape `(batch, M, dim)` with the query's batch and "
+                    f"dim. Received: memory.shape={shape}, query.shape="
+                    f"{query_shape}. Pass the states of this layer's input "
+                    "for the same batch."
+                )
+        memory_length = shape[1]
+    elif key_values is not None:
+        keys = key_values.shape[1]
+        memory_length = None if keys is None else keys - query_shape[1]
     if memory_valid_length is None:
         return
-    valid_dtype = getattr(memory_valid_length, "dtype", None)
-    if valid_dtype is None:  # a Python number or list
-        valid_dtype = np.asarray(memory_valid_length).dtype
-    valid_dtype = keras.backend.standardize_dtype(valid_dtype)
+    valid_dtype = dtype_name(memory_valid_length)
     if "int" not in valid_dtype:
         raise ValueError(
             "`memory_valid_length` must be integers: the number of valid "
-            f"slots of each row. Received: dtype={valid_dtype}"
+            f"slots of each row. Received: dtype={valid_dtype}. Cast it to "
+            "int32."
+        )
+    valid_shape = tuple(np.shape(memory_valid_length))
+    if (
+        len(valid_shape) != 1
+        or None not in (valid_shape[0], query_shape[0])
+        and valid_shape[0] != query_shape[0]
+    ):
+        raise ValueError(
+            "`memory_valid_length` must have shape `(batch,)`, one length "
+            f"per row of the query, ({query_shape[0]},). Received: "
+            f"memory_valid_length.shape={valid_shape}."
+        )
+    if memory_length is None or not is_concrete(memory_valid_length):
+        return
+    values = np.asarray(ops.convert_to_numpy(memory_valid_length))
+    if values.size and (values.min() < 0 or values.max() > memory_length):
+        raise ValueError(
+            f"`memory_valid_length` must lie in [0, M] = [0, {memory_length}]"
+            f" for a memory of M={memory_length} slots. Received: "
+            f"memory_valid_length={values.tolist()}. Pass the lengths "
+            "returned with the memory (`MemoryCache`), or `None` when "
+            "every slot is valid."
         )

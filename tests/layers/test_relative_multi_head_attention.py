@@ -136,12 +136,20 @@ def test_position_rows_must_match_keys():
         (np.zeros((2, 4), "float32"), None, r"shape `\(batch, M, dim\)`"),
         (np.zeros((2, 4, 8), "int32"), None, "floating-point.*int32"),
         (np.zeros((2, 4, 8), "float32"), np.array([1.0, 2.0]), "integers"),
+        (
+            np.zeros((2, 4, 8), "float32"),
+            np.array([5, 2]),
+            r"memory_valid_length` must lie in \[0, M\] = \[0, 4\].*\[5, 2\]",
+        ),
+        (np.zeros((2, 4, 8), "float32"), [1, -1], r"lie in \[0, M\]"),
+        (np.zeros((2, 4, 8), "float32"), np.array([1]), r"shape `\(batch,\)`"),
     ],
 )
 def test_a_memory_that_does_not_fit_is_named(memory, valid, match):
     """A memory of the wrong width, batch, rank or dtype, and valid
-    lengths that are not integers, raise an error that names the
-    argument, not a backend's error or a silent result."""
+    lengths that are not integers, not one per row or above the memory's
+    length, raise an error that names the argument, not a backend's
+    error or a silent result."""
     layer, position = _random_layer()
     x = np.zeros((2, 3, 8), "float32")
     rows = np.zeros((7, 8), "float32")  # M + T positions
@@ -156,6 +164,51 @@ def test_a_memory_that_does_not_fit_is_named(memory, valid, match):
     fits = np.zeros((2, 4, 8), "float32")
     out = layer(x, rows, memory=fits, memory_valid_length=np.array([4, 0]))
     assert tuple(out.shape) == (2, 3, 8)
+
+
+def test_key_values_that_do_not_fit_are_named():
+    """The generation path (`key_values` in place of `memory`) checks its
+    keys' width and batch and the valid lengths against their `M`."""
+    layer, _ = _random_layer()
+    x = np.zeros((2, 3, 8), "float32")
+    keys = np.zeros((2, 7, 16), "float32")  # M + T = 7, 2 * heads * hd
+    position_keys = layer.position_keys(np.zeros((7, 8), "float32"))
+    call = dict(position_keys=position_keys)
+    with pytest.raises(ValueError, match=r"`key_values` must have shape"):
+        layer(x, key_values=keys[..., :12], **call)
+    with pytest.raises(ValueError, match=r"`key_values` must have shape"):
+        layer(x, key_values=keys[:1], **call)
+    with pytest.raises(ValueError, match=r"\[0, M\] = \[0, 4\]"):
+        layer(x, key_values=keys, memory_valid_length=[4, 5], **call)
+    out = layer(x, key_values=keys, memory_valid_length=[4, 0], **call)
+    assert tuple(out.shape) == (2, 3, 8)
+
+
+def test_valid_lengths_are_not_read_when_traced():
+    """Under a compiled call the valid lengths' values are traced: the
+    layer checks their dtype and shape, and reads no value (no host
+    sync), so a compiled call runs."""
+    layer, _ = _random_layer()
+    x = np.zeros((2, 3, 8), "float32")
+    memory = np.zeros((2, 4, 8), "float32")
+    rows = np.zeros((7, 8), "float32")
+    inputs = [keras.Input((3, 8), batch_size=2)]
+    inputs.append(keras.Input((4, 8), batch_size=2))
+    inputs.append(keras.Input((), batch_size=2, dtype="int32"))
+    out = layer(
+        inputs[0], rows, memory=inputs[1], memory_valid_length=inputs[2]
+    )
+    model = keras.Model(inputs, out)
+    compiled = model.predict_on_batch([x, memory, np.array([4, 1], "int32")])
+    eager = layer(x, rows, memory=memory, memory_valid_length=[4, 1])
+    np.testing.assert_allclose(compiled, to_numpy(eager), atol=1e-6)
+    with pytest.raises(ValueError, match="integers"):
+        layer(
+            inputs[0],
+            rows,
+            memory=inputs[1],
+            memory_valid_length=inputs[2] * 1.0,
+        )
 
 
 def test_mixed_float16_stays_finite_with_large_scores():
