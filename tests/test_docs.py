@@ -26,7 +26,7 @@ FENCE = re.compile(r"^(\s*)```\s*([\w+-]*)\s*$")
 TINY_TRAIN = (
     "train --steps 2 --segment-length 8 --batch-size 2 --memory-length 8 "
     "--eval-memory-length 8 --steps-per-epoch 2 --valid-tokens 32 "
-    "--sample-tokens 0 --verbose 0"
+    "--sample-tokens 0 --progress none"
 ).split()
 # Runs each block of the JSON list on stdin in its own namespace.
 RUN_BLOCKS = """

@@ -9,6 +9,7 @@ from keras_txl.data import make_tokenizer
 from keras_txl.data import segment_dataset
 from keras_txl.data import text_segment_dataset
 from keras_txl.data.text_pipeline import text_ids_fn
+from keras_txl.models import CharacterTokenizer
 
 CORPUS = os.path.join(
     os.path.dirname(__file__), "..", "..", "data", "tinyshakespeare.txt"
@@ -61,8 +62,14 @@ def test_segments_equal_those_of_segment_dataset(tmp_path, drop_remainder):
 
 def test_unknown_character_and_tokenizer_errors(tmp_path):
     tokenizer = make_tokenizer("char", "abc")
+    unk = tokenizer.get_vocabulary().index("<unk>")
+    ids = text_ids_fn(tokenizer)(tf.constant("abz")).numpy()
+    np.testing.assert_array_equal(ids, tokenizer(["abz"])[0])
+    assert ids[-1] == unk and unk not in ids[:2]
+    # A vocabulary saved before `<unk>` was reserved: an error, not a guess.
+    old = CharacterTokenizer(vocabulary=list("abc"))
     with pytest.raises(tf.errors.InvalidArgumentError, match="vocabulary"):
-        text_ids_fn(tokenizer)(tf.constant("abz"))
+        text_ids_fn(old)(tf.constant("abz"))
     with pytest.raises(ValueError, match="UnicodeCodepointTokenizer"):
         import keras_hub
 

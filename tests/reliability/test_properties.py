@@ -167,12 +167,15 @@ def fuzz_relative_multi_head_attention(kwargs, valid):
     if layer is None:
         return
     position = layers.RelativePositionEmbedding(8)(X, MEMORY)
+    lengths = np.full((2,), max(valid, 0), "int32")
+    if valid > MEMORY.shape[1]:
+        # More valid slots than the memory has: one clear error.
+        with pytest.raises(ValueError, match="memory_valid_length"):
+            layer(X, position, memory=MEMORY, memory_valid_length=lengths)
+        checked()
+        return
     out = layer(
-        X,
-        position,
-        memory=MEMORY,
-        memory_valid_length=np.full((2,), max(valid, 0), "int32"),
-        training=True,
+        X, position, memory=MEMORY, memory_valid_length=lengths, training=True
     )
     assert tuple(out.shape) == (2, 3, layer.output_dim or 8)
     assert_finite(out)

@@ -71,7 +71,7 @@ sys.exit(cli.main(sys.argv[2:]))
 
 
 def _argv(corpus, output):
-    argv = ["train", "--corpus", corpus, "--output", output, "--verbose", "0"]
+    argv = ["train", "--corpus", corpus, "--output", output, "--progress", "none"]
     for name, value in RUN.items():
         argv += [f"--{name.replace('_', '-')}", str(value)]
     return argv
