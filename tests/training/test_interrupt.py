@@ -71,7 +71,15 @@ sys.exit(cli.main(sys.argv[2:]))
 
 
 def _argv(corpus, output):
-    argv = ["train", "--corpus", corpus, "--output", output, "--progress", "none"]
+    argv = [
+        "train",
+        "--corpus",
+        corpus,
+        "--output",
+        output,
+        "--progress",
+        "none",
+    ]
     for name, value in RUN.items():
         argv += [f"--{name.replace('_', '-')}", str(value)]
     return argv
