@@ -17,10 +17,12 @@ printing and its files.
 import argparse
 import json
 import os
+import sys
 
 from keras_txl.app.choices import VARIANTS
 from keras_txl.app.sizes import SIZES
 from keras_txl.app.sizes import describe
+from keras_txl.utils.missing_extra_error import MissingExtraError
 
 # The default budget: `keras-txl ablate` with no options (see
 # docs/ablations.md for its measured time).
@@ -211,10 +213,14 @@ def run_ablate_command(args):
     table = markdown_report(results)
     with open(os.path.join(output, "ablation.md"), "w") as file:
         file.write(table)
-    results["pictures"] = [
-        plot_lines(series, PICTURES[name], os.path.join(output, name))
-        for name, series in picture_series(results).items()
-    ]
+    try:
+        results["pictures"] = [
+            plot_lines(series, PICTURES[name], os.path.join(output, name))
+            for name, series in picture_series(results).items()
+        ]
+    except MissingExtraError as error:
+        results["pictures"] = []
+        print(f"No pictures: {error}", file=sys.stderr)
     if args.metrics_json:
         with open(args.metrics_json, "w") as file:
             json.dump(results, file, indent=1)

@@ -638,10 +638,14 @@ def make_parser():
     return parser
 
 
-def _diverged_error():
+def _one_line_errors():
+    """The errors that the command prints as one line, without a
+    traceback: bad input, a file that cannot be used, a run that
+    diverged, an optional package that is not installed."""
     from keras_txl.training import TrainingDiverged
+    from keras_txl.utils.missing_extra_error import MissingExtraError
 
-    return TrainingDiverged
+    return (ValueError, OSError, TrainingDiverged, MissingExtraError)
 
 
 def main(argv=None):
@@ -678,7 +682,7 @@ def main(argv=None):
         )
         print(f"keras-txl {args.command}: {message}", file=sys.stderr)
         return getattr(error, "exit_status", 130)
-    except (ValueError, OSError, _diverged_error()) as error:
+    except _one_line_errors() as error:
         if os.environ.get("KERAS_TXL_DEBUG"):
             raise
         from keras_txl.app.console import in_flag_words

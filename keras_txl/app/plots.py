@@ -1,14 +1,19 @@
-"""Pictures of a run (matplotlib, Agg backend, PNG)."""
+"""Pictures of a run (matplotlib, Agg backend, PNG).
+
+matplotlib is the optional `plot` extra: without it every function here
+raises `MissingExtraError` (one line naming the extra), and the commands
+that draw pictures skip them with that line."""
 
 import math
 import os
 
 import numpy as np
 
+from keras_txl.utils.missing_extra_error import import_extra
+
 
 def _pyplot():
-    import matplotlib
-
+    matplotlib = import_extra("matplotlib", "plot", "Drawing a picture")
     matplotlib.use("Agg")
     from matplotlib import pyplot
 

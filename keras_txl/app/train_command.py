@@ -45,6 +45,7 @@ from keras_txl.training.stop_on_signal import StopOnSignal
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
+from keras_txl.utils.missing_extra_error import MissingExtraError
 
 PROMPT_TOKENS = 40  # validation tokens that prompt the sample
 SAMPLE_MARK = "[continued:]"  # where the sample's prompt ends
@@ -591,17 +592,20 @@ def train(config, callbacks=(), log=print):
     )
 
     artifacts.save_model(lm, output, tokenizer, sequence_length=length)
-    plot_training_curve(
-        history.losses,
-        os.path.join(output, run_folder.CURVE_PNG),
-        title=f"{config.size} model, {_corpus_name(config)}",
-    )
-    plot_bpc_vs_memory(
-        table,
-        os.path.join(output, run_folder.MEMORY_PNG),
-        length,
-        config.memory_length,
-    )
+    try:
+        plot_training_curve(
+            history.losses,
+            os.path.join(output, run_folder.CURVE_PNG),
+            title=f"{config.size} model, {_corpus_name(config)}",
+        )
+        plot_bpc_vs_memory(
+            table,
+            os.path.join(output, run_folder.MEMORY_PNG),
+            length,
+            config.memory_length,
+        )
+    except MissingExtraError as error:
+        log(f"No {run_folder.CURVE_PNG} or {run_folder.MEMORY_PNG}: {error}")
     prompt, continuation = _sample(lm, tokenizer, corpus, config)
     sample = None if prompt is None else prompt + continuation
     if sample is not None:

@@ -43,6 +43,7 @@ from keras_txl.data.text_source import CorpusError
 from keras_txl.data.text_source import TextSource
 from keras_txl.data.text_source import read_chunks
 from keras_txl.data.token_cache import cached_json
+from keras_txl.utils.missing_extra_error import import_extra
 
 # The names of `load_corpus`, and the tokenizer each is modeled with in
 # the paper (enwik8: bytes, text8: characters, WikiText-103 and One
@@ -423,13 +424,11 @@ def _parquet_to_text(folder, config, names):
     """Writes the three splits of the Parquet copy as the original text
     files (one row per line; Hugging Face stored each blank line, " \n"
     in the original files, as an empty row) in `folder/text`, once."""
-    try:
-        import pyarrow.parquet as parquet
-    except ImportError as error:
-        raise CorpusError(
-            "Reading the Hugging Face copy of WikiText-103 (Parquet files) "
-            "needs pyarrow: pip install 'keras-txl[wikitext]' (or pyarrow)."
-        ) from error
+    parquet = import_extra(
+        "pyarrow.parquet",
+        "wikitext",
+        "Reading the Hugging Face copy of WikiText-103 (Parquet files)",
+    )
     files = _parquet_files(folder, config)
     target = os.path.join(folder, "text")
     os.makedirs(target, exist_ok=True)

@@ -43,6 +43,7 @@ from keras_txl.data.tokenization import _is_plain_byte_tokenizer
 from keras_txl.data.tokenization import _is_word_tokenizer
 from keras_txl.data.tokenization import make_tokenizer  # noqa: F401
 from keras_txl.models import CharacterTokenizer
+from keras_txl.utils.missing_extra_error import import_extra
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_int
 
@@ -224,11 +225,8 @@ def _word_ids_fn(tokenizer):
 def _tensorflow_text():
     """tensorflow-text, imported when a pipeline is built (it is part of
     the `tensorflow` extra; `import keras_txl.data` does not need it)."""
-    try:
-        import tensorflow_text
-    except ImportError as error:
-        raise ImportError(
-            "text_segment_dataset tokenizes with tensorflow-text: "
-            "pip install 'keras-txl[tensorflow]' (or tensorflow-text)."
-        ) from error
-    return tensorflow_text
+    return import_extra(
+        "tensorflow_text",
+        "tensorflow",
+        "text_segment_dataset (it tokenizes with tensorflow-text)",
+    )

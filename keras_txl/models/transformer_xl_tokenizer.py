@@ -20,6 +20,7 @@ import keras_hub
 import numpy as np
 
 from keras_txl.models.character_tokenizer import VocabularyTokenizer
+from keras_txl.utils.missing_extra_error import import_extra
 from keras_txl.utils.restricted_unpickler import restricted_loads
 
 VOCABULARY_FILE = "vocabulary.txt"
@@ -238,14 +239,11 @@ class TransformerXLTokenizer(VocabularyTokenizer):
 
     def _moses_tools(self):
         if self._moses is None:
-            try:
-                import sacremoses
-            except ImportError as error:
-                raise ImportError(
-                    "TransformerXLTokenizer needs `sacremoses` for the Moses "
-                    "rules of WikiText-103: `pip install sacremoses` (or "
-                    "`pip install keras-txl[pretrained]`)."
-                ) from error
+            sacremoses = import_extra(
+                "sacremoses",
+                "pretrained",
+                "TransformerXLTokenizer (the Moses rules of WikiText-103)",
+            )
             self._moses = (
                 sacremoses.MosesPunctNormalizer(self.language),
                 sacremoses.MosesTokenizer(self.language),
