@@ -126,6 +126,7 @@ ONE_BACKEND = (
     "tests/test_ci_selection.py",
     "tests/test_ci_timings.py",
     "tests/test_docs.py",
+    "tests/test_docs_site.py",
     "tests/test_docstring_examples.py",
     "tests/test_fixture_scripts.py",
     "tests/test_layout.py",

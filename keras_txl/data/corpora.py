@@ -113,12 +113,14 @@ def load_corpus(
             `1-billion-word-language-modeling-benchmark-r13output.tar.gz`
             and pass its folder; a `1b_word_vocab.txt` beside it is the
             vocabulary of its `"word"` tokenizer).
-        valid_fraction, test_fraction: floats in [0, 1): shares of the
-            built-in text or the file held out from its end, validation
-            then test (`text = train + valid + test`). The benchmarks keep
+        valid_fraction: float in [0, 1): the share of the built-in text
+            or the file held out from its end for validation, before the
+            test share (`text = train + valid + test`). The benchmarks keep
             the paper's splits: enwik8 and text8 the first 90M bytes for
             training, the next 5M for validation, the last 5M for test;
             One Billion Word the held-out shard 00000 for both.
+        test_fraction: float in [0, 1): the share held out for test, the
+            last one.
         cache_dir: optional token cache folder (a file's split offsets and
             text8's content check are cached there).
         **options: of the benchmarks: `download_dir` (the Keras cache

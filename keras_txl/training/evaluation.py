@@ -153,7 +153,8 @@ def evaluate_segments(
         batch_size: int. Number of streams.
         segment_length: int. Tokens per segment (`tgt_len`).
         memory_length: int >= 0 or `None` (the backbone's `mem_len`).
-        clamp_length, same_length: see `evaluation_model`.
+        clamp_length: see `evaluation_model`.
+        same_length: see `evaluation_model`.
         start: `"empty"` or `"zeros"`: see
             `TransformerXLBackbone.initial_memory`.
         log: optional function that prints a progress line per tenth.
