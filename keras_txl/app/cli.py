@@ -401,6 +401,8 @@ def _export(args):
         overwrite=args.overwrite,
         verbose=args.verbose,
         any_segment_length=args.any_segment_length,
+        format=args.format,
+        quantize=args.quantize,
     )
     return 0
 
@@ -594,14 +596,14 @@ def make_parser():
 
     export = subparsers.add_parser(
         "export",
-        help="a TensorFlow SavedModel with explicit memory signatures",
+        help="a TensorFlow SavedModel (or LiteRT file) with explicit memory",
     )
     export.add_argument("model_dir", metavar="MODEL_DIR")
     export.add_argument("out_dir", metavar="OUT_DIR")
     export.add_argument(
         "--batch-size",
         type=_integer(1),
-        help="fixed number of streams per call (default: any)",
+        help="fixed number of streams per call (default: any; litert: 1)",
     )
     lengths = export.add_mutually_exclusive_group()
     lengths.add_argument(
@@ -618,6 +620,18 @@ def make_parser():
         "--memory-length",
         type=_integer(1),
         help="memory slots (default: the run's evaluation memory length)",
+    )
+    export.add_argument(
+        "--format",
+        choices=("saved_model", "litert"),
+        default="saved_model",
+        help="a SavedModel directory (default), or OUT_DIR/model.tflite "
+        "for the LiteRT runtime (static shapes, builtin ops)",
+    )
+    export.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="litert: int8 weights (dynamic-range quantization)",
     )
     export.add_argument("--overwrite", action="store_true")
     export.add_argument(

@@ -3,8 +3,12 @@
 `export_saved_model(lm, path, batch_size, segment_length, memory_length)`
 writes a TensorFlow SavedModel whose signatures take and return the memory
 explicitly (`lm.export(path)` calls it).
+`export_litert(lm, path, batch_size, segment_length, memory_length,
+quantize)` writes `path/model.tflite`, the same serving signature for the
+LiteRT runtime (float32 or int8 weights).
 """
 
+from keras_txl.export.litert import export_litert
 from keras_txl.export.saved_model import INITIAL_MEMORY_SIGNATURE
 from keras_txl.export.saved_model import SERVING_SIGNATURE
 from keras_txl.export.saved_model import export_main  # noqa: F401 (the CLI)
@@ -13,5 +17,6 @@ from keras_txl.export.saved_model import export_saved_model
 __all__ = [
     "INITIAL_MEMORY_SIGNATURE",
     "SERVING_SIGNATURE",
+    "export_litert",
     "export_saved_model",
 ]

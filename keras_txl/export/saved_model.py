@@ -69,6 +69,17 @@ from keras_txl.utils.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
 INITIAL_MEMORY_SIGNATURE = "initial_memory"
+# `export_main`'s formats: a TensorFlow SavedModel, a LiteRT flatbuffer.
+EXPORT_FORMATS = ("saved_model", "litert")
+# The exporters of the formats other than the SavedModel, by name.
+_FORMAT_EXPORTERS = {}
+
+
+def register_format_exporter(name, exporter):
+    """Registers `exporter(lm, out_dir, batch_size, segment_length,
+    memory_length, quantize, overwrite, verbose)` for
+    `export_main(format=name)`."""
+    _FORMAT_EXPORTERS[name] = exporter
 
 
 def _check_export_args(batch_size, segment_length, memory_length):
@@ -180,11 +191,14 @@ def export_main(
     overwrite=False,
     verbose=False,
     any_segment_length=False,
+    format="saved_model",
+    quantize=None,
 ):
     """Exports the model saved in `model_dir`, a keras-hub preset (or the
     `model.keras` of older runs) (the CLI's `keras-txl export MODEL_DIR
     OUT_DIR [--batch-size B] [--segment-length T | --any-segment-length]
-    [--memory-length M] [--overwrite]`).
+    [--memory-length M] [--format {saved_model,litert}] [--quantize int8]
+    [--overwrite]`).
 
     The model may have been trained and saved on any backend; it is loaded
     with `safe_mode=True`. Under a backend other than TensorFlow the export
@@ -195,19 +209,45 @@ def export_main(
             `TransformerXLCausalLM` (the `--output` folder of a `keras-txl
             train` run, or of `keras-txl convert`), or that holds
             `model.keras`.
-        out_dir: directory of the SavedModel (see `export_saved_model`).
-        batch_size: int or `None` (default): any number of streams.
+        out_dir: directory of the SavedModel (see `export_saved_model`),
+            or of `model.tflite` (`format="litert"`, see `export_litert`).
+        batch_size: int or `None` (default): any number of streams (one
+            stream for `format="litert"`, whose shapes are static).
         segment_length: int or `None`: the run's segment length (from its
             `train_config.json`), any length if there is no run config.
         memory_length: int or `None`: the run's evaluation memory length
             (its training memory length if that is 0), else the model's.
         overwrite, verbose: see `export_saved_model`.
         any_segment_length: bool. Accept any segment length (e.g. a
-            prompt, then steps of one token) instead of the run's.
+            prompt, then steps of one token) instead of the run's. Not
+            with `format="litert"`.
+        format: `"saved_model"` (default) or `"litert"`.
+        quantize: `None` or `"int8"`: the weights of a LiteRT export
+            (see `export_litert`).
 
     Returns:
         `out_dir`, as a string.
     """
+    if format not in EXPORT_FORMATS:
+        raise ValueError(
+            f"`format` must be one of {EXPORT_FORMATS}. Received: "
+            f"format={format!r}"
+        )
+    litert = format == "litert"
+    if quantize is not None and not litert:
+        raise ValueError(
+            "`quantize` applies to a LiteRT export only: pass "
+            f'`format="litert"` (`--format litert`). Received: '
+            f"quantize={quantize!r}, format={format!r}"
+        )
+    if litert and any_segment_length:
+        raise ValueError(
+            "LiteRT's builtin ops run static shapes: a LiteRT export takes "
+            "one segment length (`--segment-length T`, 1 for "
+            "token-by-token generation), not `--any-segment-length`."
+        )
+    if litert and batch_size is None:
+        batch_size = 1
     run = run_folder.read_run_config(model_dir)
     if segment_length is None and not any_segment_length:
         segment_length = run.get("segment_length")
@@ -245,6 +285,8 @@ def export_main(
             memory_length,
             overwrite,
             verbose,
+            format,
+            quantize,
         )
         return out_dir
     if run_folder.is_preset(model_dir):
@@ -256,6 +298,20 @@ def export_main(
         lm = keras.saving.load_model(model_path, safe_mode=True)
     if memory_length is None:
         memory_length = lm.carried_memory_length
+    if litert:
+        # `keras_txl.export.litert` registers it (it imports this module).
+        export_litert = _FORMAT_EXPORTERS["litert"]
+        export_litert(
+            lm,
+            out_dir,
+            batch_size,
+            segment_length,
+            memory_length,
+            quantize=quantize,
+            overwrite=overwrite,
+            verbose=verbose,
+        )
+        return out_dir
     return export_saved_model(
         lm,
         out_dir,
@@ -275,6 +331,8 @@ def _export_in_tensorflow_process(
     memory_length,
     overwrite,
     verbose,
+    format="saved_model",
+    quantize=None,
 ):
     """Runs `keras-txl export` (`python -m keras_txl export`) with
     `KERAS_BACKEND=tensorflow`."""
@@ -302,12 +360,16 @@ def _export_in_tensorflow_process(
         command.append("--any-segment-length")
     else:
         command += ["--segment-length", str(segment_length)]
+    command += ["--format", format]
+    if quantize is not None:
+        command += ["--quantize", quantize]
     if overwrite:
         command.append("--overwrite")
     if verbose:
         command.append("--verbose")
     result = subprocess.run(command, env=env, capture_output=True, text=True)
-    if verbose and result.stdout:
+    if (verbose or format == "litert") and result.stdout:
+        # A LiteRT export's check line, or the signatures written.
         print(result.stdout, end="")
     if result.returncode != 0:
         # The child's own one-line error (a file it could not read, a bad
