@@ -17,6 +17,11 @@ What this shows, top to bottom:
    and scores it.
 3. The same text through the Keras model (`lm.call_with_memory`, segment
    by segment): the two must agree.
+4. On-device streaming generation with **LiteRT**: `export_litert` writes
+   a `model.tflite` of one token per call (`segment_length=1`), and a
+   loop over `ai-edge-litert`'s interpreter feeds a prompt and then
+   generates greedily, one token per call, the memory carried (the
+   `litert` extra). Keras, fed the same tokens, picks the same ones.
 
 Run it:
 
@@ -59,12 +64,14 @@ def parse_args(argv=None):
     parser.add_argument("--segment-length", type=int, default=64)  # T
     parser.add_argument("--memory-length", type=int, default=128)  # M
     parser.add_argument("--num-chars", type=int, default=4096)
+    parser.add_argument("--generate", type=int, default=64)  # new tokens
     parser.add_argument("--smoke", action="store_true")
     # The serving child process: --serve EXPORT_DIR IDS.npz RESULT.npz
     parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
         args.segment_length, args.memory_length, args.num_chars = 16, 32, 256
+        args.generate = 16
     return args
 
 
@@ -226,6 +233,56 @@ def keras_log_probs(lm, ids, segment_length, memory_length):
     return np.concatenate([keras.ops.convert_to_numpy(x) for x in log_probs])
 
 
+# ---------------------------------------------------------------------------
+# 4. Streaming generation over a LiteRT file (ai-edge-litert).
+# ---------------------------------------------------------------------------
+
+
+def generate_litert(lm, args, prompt):
+    """Greedy generation of `args.generate` tokens after `prompt` (ids)
+    from a `model.tflite` of one token per call; returns all the ids and
+    the log-probabilities of every call `(calls, vocab)`."""
+    import keras
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from keras_txl.export import export_litert
+
+    path = export_litert(
+        lm,
+        os.path.join(os.path.dirname(args.output), "litert"),
+        batch_size=1,
+        segment_length=1,  # one token per call: generation
+        memory_length=args.memory_length,
+        overwrite=True,
+    )
+    step = Interpreter(model_path=path).get_signature_runner()
+    details = step.get_input_details()
+    state = {  # the empty memory: no valid slot yet
+        name: np.zeros(details[name]["shape"], details[name]["dtype"])
+        for name in ("memory", "valid_length")
+    }
+    tokens, log_probs, started = list(prompt), [], None
+    for k in range(len(prompt) + args.generate - 1):
+        if k == len(prompt):
+            started = time.time()  # time the generated tokens only
+        token = np.asarray([[tokens[k]]], "int32")  # (1, 1)
+        outputs = step(token_ids=token, **state)
+        state = {key: outputs[key] for key in ("memory", "valid_length")}
+        log_probs.append(keras.ops.log_softmax(outputs["logits"][0, -1]))
+        if k >= len(prompt) - 1:  # past the prompt: pick the next token
+            tokens.append(int(np.argmax(outputs["logits"][0, -1])))
+    milliseconds = 1000 * (time.time() - started) / max(args.generate - 1, 1)
+    text = lm.preprocessor.tokenizer.detokenize(tokens[len(prompt) :])
+    print(
+        f"litert:  {os.path.getsize(path) / 1e6:.2f} MB, "
+        f"{milliseconds:.2f} ms per generated token; {args.generate} "
+        f"greedy tokens: {str(text)!r}"
+    )
+    log_probs = np.stack([keras.ops.convert_to_numpy(x) for x in log_probs])
+    return np.asarray(tokens, "int32"), log_probs
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.serve:
@@ -259,6 +316,21 @@ def main(argv=None):
         f"{difference:.1e}"
     )
     assert difference < 1e-4, difference
+
+    prompt = ids[: args.segment_length]
+    tokens, served = generate_litert(lm, args, prompt)
+    # Keras, fed the same tokens one by one with the same memory, gives the
+    # same log-probabilities and picks the same token at every step.
+    expected = keras_log_probs(lm, tokens, 1, args.memory_length)
+    picked = np.argmax(expected[len(prompt) - 1 :], axis=-1)  # (generate,)
+    matches = int(np.sum(picked == tokens[len(prompt) :]))
+    generated_difference = float(np.max(np.abs(served - expected)))
+    print(
+        f"keras:   picks the same token {matches}/{args.generate} times; "
+        f"largest log-probability difference {generated_difference:.1e}"
+    )
+    assert matches == args.generate, (picked, tokens[len(prompt) :])
+    assert generated_difference < 1e-4, generated_difference
     return difference
 
 

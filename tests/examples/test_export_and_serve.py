@@ -21,5 +21,18 @@ def test_export_and_serve_streams_without_keras_as_keras_does(tmp_path):
     assert "valid memory slots at the end: 32;" in output
     assert "keras, keras_hub and keras_txl never imported" in output
     # The SavedModel's stream equals the Keras model's.
-    (difference,) = numbers(r"log-probability difference ([\d.e+-]+)", output)
+    (difference,) = numbers(
+        r"call_with_memory: largest log-probability difference ([\d.e+-]+)",
+        output,
+    )
     assert difference < 1e-5
+    # Streaming generation over model.tflite (one token per call): Keras,
+    # fed the same tokens, picks the same 16 (the example asserts it).
+    assert "litert check: 3 segments of 1 tokens" in output.lower()
+    assert "picks the same token 16/16 times" in output
+    (per_token,) = numbers(r"([\d.]+) ms per generated token", output)
+    assert per_token > 0
+    (difference,) = numbers(
+        r"16/16 times; largest log-probability difference ([\d.e+-]+)", output
+    )
+    assert difference < 1e-4
