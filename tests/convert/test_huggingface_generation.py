@@ -1,0 +1,71 @@
+"""Greedy `generate` of a converted HuggingFace checkpoint gives the tokens
+of HuggingFace's own `generate` (`tests/fixtures/hf_generation/`, made by
+`tools/fixtures/make_huggingface_generation.py`: adaptive softmax,
+clamp_len, same_length, pre-LN; prompts of 1, 3 and 11 tokens, 20 new
+tokens, a memory of 8 zero slots that the window slides past)."""
+
+import numpy as np
+import pytest
+
+from keras_txl.convert import from_huggingface
+from tests.test_case import FIXTURES
+
+FOLDER = FIXTURES / "hf_generation"
+PROMPT_LENGTHS = (1, 3, 11)
+NEW_TOKENS = 20
+# The first new token (0-based) that differs from HuggingFace's, per row
+# of the 11-token prompt without same_length (measured).
+DEPARTS_AT_NEW_TOKEN = [1, 0]
+
+
+def generate_all_prompts(name):
+    """Every prompt of one configuration in one right-padded batch, as
+    HuggingFace generates them (zero memory of `mem_len` 8, greedy)."""
+    lm = from_huggingface(FOLDER / name)
+    lm.compile(sampler="greedy")  # keras-hub's default is top-k
+    data = np.load(FOLDER / name / "generate.npz")
+    width = max(PROMPT_LENGTHS) + NEW_TOKENS
+    token_ids = np.zeros((2 * len(PROMPT_LENGTHS), width), "int32")
+    padding_mask = np.zeros(token_ids.shape, bool)
+    for i, length in enumerate(PROMPT_LENGTHS):
+        token_ids[2 * i : 2 * i + 2, :length] = data[f"prompt_{length}"]
+        padding_mask[2 * i : 2 * i + 2, :length] = True
+    out = lm.generate(
+        {"token_ids": token_ids, "padding_mask": padding_mask},
+        stop_token_ids=None,
+        memory_length=8,
+        memory_start="zeros",
+    )
+    out = np.asarray(out["token_ids"])
+    return {
+        length: (
+            out[2 * i : 2 * i + 2, : length + NEW_TOKENS],
+            data[f"tokens_{length}"],
+        )
+        for i, length in enumerate(PROMPT_LENGTHS)
+    }
+
+
+@pytest.mark.torch_ok
+@pytest.mark.parametrize("name", ["adaptive", "plain_prenorm"])
+def test_greedy_tokens_equal_huggingface(name):
+    for length, (ours, theirs) in generate_all_prompts(name).items():
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"prompt {length}")
+
+
+@pytest.mark.torch_ok
+def test_without_same_length_a_long_prompt_is_read_as_steps():
+    """HuggingFace reads a prompt as one segment; without same_length its
+    last prompt tokens then attend to more than `mem_len` keys, and
+    `generate` (which reads a prompt as single-token steps do,
+    docs/design.md) departs from it on the 11-token prompt only."""
+    results = generate_all_prompts("no_same_length")
+    for length in (1, 3):
+        ours, theirs = results[length]
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"prompt {length}")
+    ours, theirs = results[11]
+    np.testing.assert_array_equal(ours[:, :11], theirs[:, :11])
+    departs = [
+        int(np.flatnonzero(o != t)[0]) - 11 for o, t in zip(ours, theirs)
+    ]
+    assert departs == DEPARTS_AT_NEW_TOKEN, departs
