@@ -9,6 +9,7 @@ import pytest
 
 from keras_txl.convert import from_huggingface
 from tests.test_case import FIXTURES
+from tests.test_case import to_numpy
 
 FOLDER = FIXTURES / "hf_generation"
 PROMPT_LENGTHS = (1, 3, 11)
@@ -69,3 +70,15 @@ def test_without_same_length_a_long_prompt_is_read_as_steps():
         int(np.flatnonzero(o != t)[0]) - 11 for o, t in zip(ours, theirs)
     ]
     assert departs == DEPARTS_AT_NEW_TOKEN, departs
+    # HuggingFace's tokens are those of the prompt as one segment, then
+    # single-token steps (the way docs/design.md gives to reproduce them).
+    lm = from_huggingface(FOLDER / "no_same_length")
+    prompt = np.load(FOLDER / "no_same_length" / "generate.npz")["prompt_11"]
+    memory = lm.backbone.initial_memory(2, start="zeros")  # 8 zero slots
+    tokens = prompt
+    logits, memory = lm.call_with_memory(prompt, memory)
+    for _ in range(NEW_TOKENS):
+        token = np.argmax(to_numpy(logits)[:, -1], axis=-1)[:, None]
+        tokens = np.concatenate([tokens, token.astype("int32")], axis=1)
+        logits, memory = lm.call_with_memory(token.astype("int32"), memory)
+    np.testing.assert_array_equal(tokens, theirs)
