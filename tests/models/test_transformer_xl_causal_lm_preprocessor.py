@@ -124,8 +124,17 @@ def test_fit_on_strings_keeps_strings_independent():
 def test_token_ids_pass_through_the_preprocessor_with_memory():
     lm = _lm(TransformerXLTokenizer(WORDS))
     ids = np.array([[2, 3, 4, 2], [4, 4, 3, 2]], "int32")
+    # The memory these ids leave, computed without the preprocessor (by
+    # the weights before the step, which the step's forward pass uses).
+    _, expected = lm.call_with_memory(ids)
     lm.fit(ids, ids, batch_size=2, verbose=0, shuffle=False)
     assert lm.memory_state.has_state  # ordered segments: memory carried
+    # The ids reached the backbone unchanged (not tokenized again, not
+    # shifted, no `<eos>` added): the memory carried is theirs.
+    held = _numpy(lm.memory_state.read())
+    expected = _numpy(expected)
+    np.testing.assert_array_equal(held["valid_length"], [4, 4])
+    np.testing.assert_allclose(held["memory"], expected["memory"], atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["word", "char"])
