@@ -171,4 +171,9 @@ def test_generate_continues_a_line_of_whole_words():
     # the line, where "auto" stops, a line break), none glued on.
     new = text[len("the quick") :]
     assert new == "" or new[0] in " \n", text
+    # Never stopping, 6 new tokens must come: a continuation, not empty.
+    text = lm.generate("the quick", max_length=8, stop_token_ids=None)
+    new = text[len("the quick") :]
+    assert text.startswith("the quick") and new.strip(), text
+    assert new[0] in " \n", text
     assert set(text.split()) <= set(tokenizer.get_vocabulary())
