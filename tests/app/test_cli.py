@@ -69,10 +69,6 @@ def _train(corpus, output, *extra):
     None)`."""
     metrics_path = f"{output}-metrics.json"
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    if keras.backend.backend() == "torch":
-        # One thread, as in this process (see tests/training/conftest.py):
-        # torch's spinning threads crawl beside the other pytest worker.
-        env["OMP_NUM_THREADS"] = "1"
     command = [sys.executable, "-m", "keras_txl", "train", "--corpus"]
     command += [corpus, "--output", output, "--metrics-json", metrics_path]
     result = subprocess.run(

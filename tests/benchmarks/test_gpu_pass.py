@@ -33,6 +33,7 @@ def test_quick_pass_writes_the_json_and_table(tmp_path):
         for phase in ("train", "eval")
     }
     micro = common.SIZES["micro"]
+    device = gpu_pass.gpu_name()  # None on a machine without a GPU
     for r in rows:
         assert r["backend"] == "tensorflow" and r["tokens_per_s"] > 0
         expected = (
@@ -41,8 +42,15 @@ def test_quick_pass_writes_the_json_and_table(tmp_path):
             else common.forward_flops_per_token(**micro)
         )
         assert r["flops_per_token"] == expected
-        assert r["mfu"] is None  # no GPU, no peak
-    assert saved["device"] is None
+        # On a CPU machine there is no device and no peak; on a GPU the pass
+        # names the GPU nvidia-smi reports and divides by its table peak.
+        peak = gpu_pass.peak_tflops(device, r["dtype"])
+        assert r["device"] == device and r["peak_tflops"] == peak
+        if peak is None:
+            assert r["mfu"] is None
+        else:
+            assert r["mfu"] == pytest.approx(r["tflops_per_s"] / peak)
+    assert saved["device"] == device
     assert [n["tf32_tokens_per_s"] for n in saved["nvidia_a100_base"]] == [
         41527,
         34244,

@@ -38,6 +38,13 @@ def test_pre_norm_normalizes_memory_and_query_alike():
     a = to_numpy(block(x, r, memory=memory))
     b = to_numpy(block(x, r, memory=memory * 10.0))
     np.testing.assert_allclose(a, b, atol=1e-4)
+    # Control: the output does read the memory. Another memory (or none)
+    # of the same scale must change it, so a block ignoring memory fails.
+    other = rng.normal(size=(1, 2, 8)).astype("float32")
+    c = to_numpy(block(x, r, memory=other))
+    assert np.abs(a - c).max() > 1e-2
+    none = to_numpy(block(x, RelativePositionEmbedding(8)(x), memory=None))
+    assert np.abs(a - none).max() > 1e-2
 
 
 def test_dropout_is_off_outside_training():

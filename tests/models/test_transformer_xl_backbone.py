@@ -77,6 +77,15 @@ def test_memory_holds_layer_inputs_fifo():
     np.testing.assert_allclose(
         to_numpy(memory["memory"])[0, 0], table[tokens[0, 2:]], atol=1e-5
     )
+    # Entry 1 is block 0's output, the same as block 0 run once on all 8
+    # tokens (causal, no memory): positions 2, 3 from the first segment,
+    # 4 to 7 from the second, which read the first through the memory.
+    x = table[tokens]  # (1, 8, hidden)
+    position = backbone.position_embedding(x)  # (8, hidden)
+    layer_1 = to_numpy(backbone.transformer_layers[0](x, position))
+    np.testing.assert_allclose(
+        to_numpy(memory["memory"])[0, 1], layer_1[0, 2:], atol=1e-4
+    )
     assert int(to_numpy(memory["valid_length"])[0]) == 6
 
 

@@ -124,8 +124,17 @@ def test_fit_on_strings_keeps_strings_independent():
 def test_token_ids_pass_through_the_preprocessor_with_memory():
     lm = _lm(TransformerXLTokenizer(WORDS))
     ids = np.array([[2, 3, 4, 2], [4, 4, 3, 2]], "int32")
+    # The memory these ids leave, computed without the preprocessor (by
+    # the weights before the step, which the step's forward pass uses).
+    _, expected = lm.call_with_memory(ids)
     lm.fit(ids, ids, batch_size=2, verbose=0, shuffle=False)
     assert lm.memory_state.has_state  # ordered segments: memory carried
+    # The ids reached the backbone unchanged (not tokenized again, not
+    # shifted, no `<eos>` added): the memory carried is theirs.
+    held = _numpy(lm.memory_state.read())
+    expected = _numpy(expected)
+    np.testing.assert_array_equal(held["valid_length"], [4, 4])
+    np.testing.assert_allclose(held["memory"], expected["memory"], atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["word", "char"])
@@ -162,4 +171,9 @@ def test_generate_continues_a_line_of_whole_words():
     # the line, where "auto" stops, a line break), none glued on.
     new = text[len("the quick") :]
     assert new == "" or new[0] in " \n", text
+    # Never stopping, 6 new tokens must come: a continuation, not empty.
+    text = lm.generate("the quick", max_length=8, stop_token_ids=None)
+    new = text[len("the quick") :]
+    assert text.startswith("the quick") and new.strip(), text
+    assert new[0] in " \n", text
     assert set(text.split()) <= set(tokenizer.get_vocabulary())

@@ -146,6 +146,7 @@ from tests.tiny_models import BACKBONE_KWARGS
 
 lm = TransformerXLCausalLM(TransformerXLBackbone(**BACKBONE_KWARGS))
 lm(np.zeros((2, 3), "int32"))
+np.savez(sys.argv[2], *lm.backbone.get_weights())  # what every save holds
 artifacts.save_model(lm, sys.argv[1])
 print("saved", flush=True)
 while True:
@@ -157,8 +158,9 @@ while True:
 def test_killing_a_save_mid_write_leaves_the_previous_model(tmp_path):
     # `keras-txl train` saves through `artifacts.save_model`: a preset in
     # a temporary folder, then renames. Kill a process while it writes it.
+    saved = str(tmp_path / "weights.npz")
     child = subprocess.Popen(
-        [sys.executable, "-c", SAVE_FOREVER, str(tmp_path)],
+        [sys.executable, "-c", SAVE_FOREVER, str(tmp_path / "model"), saved],
         stdout=subprocess.PIPE,
         cwd=REPOSITORY,
         env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
@@ -166,14 +168,19 @@ def test_killing_a_save_mid_write_leaves_the_previous_model(tmp_path):
     try:
         assert child.stdout.readline().strip() == b"saved"
         deadline = time.monotonic() + 120
-        while not _temporaries(tmp_path):  # the next save has begun
+        while not _temporaries(tmp_path / "model"):  # the next save has begun
             assert time.monotonic() < deadline, "no second save started"
         child.kill()
     finally:
         child.kill()
         child.wait()
-    assert _temporaries(tmp_path), "the kill missed the write"
-    loaded = artifacts.load_model(tmp_path)  # the previous preset, whole
+    assert _temporaries(tmp_path / "model"), "the kill missed the write"
+    loaded = artifacts.load_model(tmp_path / "model")  # the previous one
+    with np.load(saved) as expected:  # whole: every weight, as saved
+        weights = [expected[f"arr_{i}"] for i in range(len(expected.files))]
+    assert len(loaded.backbone.get_weights()) == len(weights)
+    for got, want in zip(loaded.backbone.get_weights(), weights):
+        np.testing.assert_array_equal(got, want)
     logits, _ = loaded.call_with_memory(random_ids((2, 3)))
     assert np.all(np.isfinite(to_numpy(logits)))
 
