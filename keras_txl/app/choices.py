@@ -6,8 +6,11 @@ TensorFlow or JAX), so that a mistake on the command line comes back in
 a second: the parser takes its choices from here, not from the library
 modules that own them (those load Keras). `tests/app/test_cli.py` pins
 the copies of `DATASETS`, `STRATEGY_NAMES` and `VARIANTS` to the
-library's own; `TOKENIZERS` and `SAMPLERS` are defined here only.
+library's own; `TOKENIZERS` and `SAMPLERS` are defined here only. The argparse
+types of the numeric options are here too.
 """
+
+import argparse
 
 # `keras_txl.data.CORPORA`: the corpora of `load_corpus`.
 DATASETS = ("builtin", "enwik8", "text8", "wikitext103", "one_billion_word")
@@ -27,3 +30,50 @@ VARIANTS = (
     "recurrence_learned_relative",
     "no_stop_gradient",
 )
+
+
+def integer(lowest):
+    """An argparse type: an int >= `lowest`."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lowest:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {lowest}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def number(low, high, high_included):
+    """An argparse type: a float in `[low, high]` (or `[low, high)`)."""
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        ok = value is not None and low <= value
+        ok = ok and (value <= high if high_included else value < high)
+        if not ok:
+            bracket = "]" if high_included else ")"
+            raise argparse.ArgumentTypeError(
+                f"must be a number in [{low}, {high}{bracket}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def jit_compile_flag(text):
+    """An argparse type: `--jit-compile auto, true or false`."""
+    values = {"auto": "auto", "true": True, "false": False}
+    if text.lower() not in values:
+        raise argparse.ArgumentTypeError(
+            f"must be auto, true or false, got {text!r}"
+        )
+    return values[text.lower()]

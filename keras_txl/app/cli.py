@@ -23,6 +23,10 @@ import argparse
 import os
 import sys
 
+from keras_txl.app.choices import integer
+from keras_txl.app.choices import jit_compile_flag
+from keras_txl.app.choices import number
+
 DEFAULT_OUTPUT = os.path.join("runs", "keras-txl")
 
 
@@ -31,48 +35,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _integer(lowest):
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < lowest:
-            raise argparse.ArgumentTypeError(
-                f"must be an integer >= {lowest}, got {text!r}"
-            )
-        return value
-
-    return parse
-
-
-def _number(low, high, high_included):
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        ok = value is not None and low <= value
-        ok = ok and (value <= high if high_included else value < high)
-        if not ok:
-            bracket = "]" if high_included else ")"
-            raise argparse.ArgumentTypeError(
-                f"must be a number in [{low}, {high}{bracket}, got {text!r}"
-            )
-        return value
-
-    return parse
-
-
-def _jit_compile(text):
-    values = {"auto": "auto", "true": True, "false": False}
-    if text.lower() not in values:
-        raise argparse.ArgumentTypeError(
-            f"must be auto, true or false, got {text!r}"
-        )
-    return values[text.lower()]
 
 
 # `--progress` -> the Keras verbosity of `fit` (2: one line per epoch).
@@ -136,33 +98,33 @@ def _train_parser(subparsers):
         help="default: byte for enwik8, word for wikitext103 and "
         "one_billion_word, char otherwise",
     )
-    parser.add_argument("--steps", type=_integer(1))
-    parser.add_argument("--segment-length", type=_integer(1))
-    parser.add_argument("--memory-length", type=_integer(0))
+    parser.add_argument("--steps", type=integer(1))
+    parser.add_argument("--segment-length", type=integer(1))
+    parser.add_argument("--memory-length", type=integer(0))
     parser.add_argument(
         "--eval-memory-length",
-        type=_integer(0),
+        type=integer(0),
         help="memory of the 'with memory' validation",
     )
-    parser.add_argument("--batch-size", type=_integer(1))
-    parser.add_argument("--dropout", type=_number(0.0, 1.0, False))
-    parser.add_argument("--learning-rate", type=_number(1e-12, 10.0, True))
-    parser.add_argument("--warmup-steps", type=_integer(0))
+    parser.add_argument("--batch-size", type=integer(1))
+    parser.add_argument("--dropout", type=number(0.0, 1.0, False))
+    parser.add_argument("--learning-rate", type=number(1e-12, 10.0, True))
+    parser.add_argument("--warmup-steps", type=integer(0))
     parser.add_argument(
         "--steps-per-epoch",
-        type=_integer(1),
+        type=integer(1),
         default=100,
         help="steps between checkpoints (default 100)",
     )
     parser.add_argument(
         "--valid-fraction",
-        type=_number(0.0, 1.0, False),
+        type=number(0.0, 1.0, False),
         default=0.1,
         help="end of the text held out for validation (default 0.1)",
     )
     parser.add_argument(
         "--valid-tokens",
-        type=_integer(0),
+        type=integer(0),
         default=200_000,
         metavar="N",
         help="validation tokens evaluated after training, at each memory "
@@ -171,13 +133,13 @@ def _train_parser(subparsers):
     )
     parser.add_argument(
         "--sample-tokens",
-        type=_integer(0),
+        type=integer(0),
         default=200,
         metavar="N",
         help="tokens of the sample printed after training (default 200; "
         "0: no sample)",
     )
-    parser.add_argument("--seed", type=_integer(0), default=0)
+    parser.add_argument("--seed", type=integer(0), default=0)
     parser.add_argument(
         "--strategy",
         choices=STRATEGY_NAMES,
@@ -189,7 +151,7 @@ def _train_parser(subparsers):
     )
     parser.add_argument(
         "--num-devices",
-        type=_integer(1),
+        type=integer(1),
         metavar="N",
         help="devices per host of --strategy (default: all; on a host "
         "without accelerators the CPU is split into N devices)",
@@ -210,7 +172,7 @@ def _train_parser(subparsers):
     )
     parser.add_argument(
         "--jit-compile",
-        type=_jit_compile,
+        type=jit_compile_flag,
         default="auto",
         metavar="{auto,true,false}",
         help="jit_compile of Model.compile: XLA on TensorFlow, "
@@ -218,7 +180,7 @@ def _train_parser(subparsers):
     )
     parser.add_argument(
         "--steps-per-execution",
-        type=_integer(1),
+        type=integer(1),
         default=1,
         metavar="K",
         help="training steps per compiled call (TPUs want tens to "
@@ -227,7 +189,7 @@ def _train_parser(subparsers):
     )
     parser.add_argument(
         "--validate-every",
-        type=_integer(1),
+        type=integer(1),
         metavar="N",
         help="validation bits per character every N steps during "
         "training, with a progress bar (default: only at the end)",
@@ -301,7 +263,7 @@ def _generate_parser(subparsers):
     parser.add_argument("--prompt", required=True)
     parser.add_argument(
         "--max-length",
-        type=_integer(1),
+        type=integer(1),
         default=200,
         metavar="N",
         help="length of the output in tokens, the prompt's included "
@@ -316,25 +278,25 @@ def _generate_parser(subparsers):
     )
     parser.add_argument(
         "--top-k",
-        type=_integer(1),
+        type=integer(1),
         metavar="K",
         help="k of top_k (default 5) and top_p (default: no cap)",
     )
     parser.add_argument(
         "--top-p",
-        type=_number(1e-12, 1.0, True),
+        type=number(1e-12, 1.0, True),
         metavar="P",
         help="p of top_p (default 0.1)",
     )
     parser.add_argument(
         "--memory-length",
-        type=_integer(1),
+        type=integer(1),
         help="tokens each new token attends to (default: the run's "
         "evaluation memory length)",
     )
     parser.add_argument(
         "--seed",
-        type=_integer(0),
+        type=integer(0),
         default=0,
         help="seed of top_k, top_p and random (default 0)",
     )
@@ -532,15 +494,15 @@ def make_parser():
     )
     evaluate.add_argument(
         "--memory-length",
-        type=_integer(0),
+        type=integer(0),
         help="default: the run's evaluation memory length",
     )
-    evaluate.add_argument("--segment-length", type=_integer(1))
+    evaluate.add_argument("--segment-length", type=integer(1))
     evaluate.add_argument(
         "--streams",
         "--batch-size",
         dest="batch_size",
-        type=_integer(1),
+        type=integer(1),
         help="parallel streams the text is cut into (default: 1 for "
         "--corpus FILE, read once with its memory; else the run's batch "
         "size). Each stream starts without memory: faster, a higher loss",
@@ -555,7 +517,7 @@ def make_parser():
     # text with an explicit memory, as the authors' evaluation does.
     evaluate.add_argument(
         "--clamp-length",
-        type=_integer(-1),
+        type=integer(-1),
         help="clamp relative distances (the authors' clamp_len; -1: none)",
     )
     evaluate.add_argument(
@@ -588,7 +550,7 @@ def make_parser():
     )
     dynamic.add_argument("--dynamic-decay", type=float, default=0.0)
     dynamic.add_argument(
-        "--dynamic-segments-per-update", type=_integer(1), default=1
+        "--dynamic-segments-per-update", type=integer(1), default=1
     )
     evaluate.set_defaults(run=_evaluate)
 
@@ -602,13 +564,13 @@ def make_parser():
     export.add_argument("out_dir", metavar="OUT_DIR")
     export.add_argument(
         "--batch-size",
-        type=_integer(1),
+        type=integer(1),
         help="fixed number of streams per call (default: any; litert: 1)",
     )
     lengths = export.add_mutually_exclusive_group()
     lengths.add_argument(
         "--segment-length",
-        type=_integer(1),
+        type=integer(1),
         help="fixed segment length T (default: the run's)",
     )
     lengths.add_argument(
@@ -618,7 +580,7 @@ def make_parser():
     )
     export.add_argument(
         "--memory-length",
-        type=_integer(1),
+        type=integer(1),
         help="memory slots (default: the run's evaluation memory length)",
     )
     export.add_argument(
