@@ -29,7 +29,9 @@ found by comparing the arrays.
 
 HuggingFace prefixes the model's names with `transformer.` and, with
 `untie_r=True`, keeps `r_w_bias`/`r_r_bias` per layer under
-`transformer.layers.{l}.dec_attn.`.
+`transformer.layers.{l}.dec_attn.`. The converted backbone has
+`tie_relative_biases` as the weights have it: one pair (layer 0's, read
+by all) from `r_w_bias`, `r_r_bias`, or one per layer.
 """
 
 import json
@@ -155,6 +157,10 @@ def load_pytorch_names(
         config["d_head"],
     )
     clamp = config["clamp_len"]
+    # One u, v pair for all layers where the source has one (the authors'
+    # PyTorch code; `untie_r=False` in their TensorFlow code and
+    # HuggingFace's), a pair per layer where it has per-layer ones.
+    tie_biases = "layers.0.dec_attn.r_w_bias" not in params
     backbone = TransformerXLBackbone(
         vocabulary_size=config["n_token"],
         num_layers=n_layer,
@@ -172,6 +178,7 @@ def load_pytorch_names(
         cutoffs=list(config["cutoffs"]),
         div_val=config["div_val"],
         embedding_dim=config["d_embed"],
+        tie_relative_biases=tie_biases,
         dtype=dtype,
     )
 
@@ -260,14 +267,13 @@ def load_pytorch_names(
                 n_head, d_head, d_model
             )
         )
-        if prefix + "dec_attn.r_w_bias" in params:  # HuggingFace, untie_r
-            u = get(prefix + "dec_attn.r_w_bias", (n_head, d_head))
-            v = get(prefix + "dec_attn.r_r_bias", (n_head, d_head))
-        else:
-            u = get("r_w_bias", (n_head, d_head))
-            v = get("r_r_bias", (n_head, d_head))
-        attention.content_bias.assign(u)
-        attention.position_bias.assign(v)
+        if not tie_biases or i == 0:  # layer 0 owns a shared pair
+            source = "" if tie_biases else prefix + "dec_attn."
+            for name, bias in (
+                ("r_w_bias", attention.content_bias),
+                ("r_r_bias", attention.position_bias),
+            ):
+                bias.assign(get(source + name, (n_head, d_head)))
         block.attention_norm.gamma.assign(
             get(prefix + "dec_attn.layer_norm.weight", (d_model,))
         )

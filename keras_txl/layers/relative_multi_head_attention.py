@@ -1,4 +1,5 @@
 import math
+import weakref
 
 import keras
 import numpy as np
@@ -248,6 +249,60 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = False
+        self._bias_owner = None  # see `share_biases`
+
+    def share_biases(self, owner):
+        """Reads `u` and `v` from `owner` instead of weights of its own.
+
+        One pair for many layers, as the authors' PyTorch code has them
+        (`r_w_bias`, `r_r_bias` of `MemTransformerLM`; `untie_r=False` in
+        their TensorFlow code): they train on the sum of the layers'
+        gradients, and are saved, loaded and counted once, with `owner`'s
+        weights. Call it before this layer is built.
+
+        Args:
+            owner: a `RelativeMultiHeadAttention` of the same `num_heads`
+                and `head_dim`, built first (its `u` and `v` exist when
+                this layer is built).
+        """
+        if self.built:
+            raise ValueError(
+                f"{self.name} is already built with weights of its own: "
+                "call `share_biases` before the layer is built."
+            )
+        if not isinstance(owner, RelativeMultiHeadAttention) or (
+            owner.num_heads,
+            owner.head_dim,
+        ) != (self.num_heads, self.head_dim):
+            raise ValueError(
+                "`owner` must be a `RelativeMultiHeadAttention` with "
+                f"num_heads={self.num_heads} and head_dim={self.head_dim}. "
+                f"Received: {owner!r}"
+            )
+        # A weak reference: the variables stay `owner`'s alone (a tracked
+        # attribute would make them this layer's too, saved twice).
+        self._bias_owner = weakref.ref(owner)
+
+    @property
+    def content_bias(self):
+        """`u` `(num_heads, head_dim)`: this layer's, or its owner's
+        (`share_biases`)."""
+        return self._biases()[0]
+
+    @property
+    def position_bias(self):
+        """`v` `(num_heads, head_dim)`: this layer's, or its owner's."""
+        return self._biases()[1]
+
+    def _biases(self):
+        owner = self if self._bias_owner is None else self._bias_owner()
+        biases = getattr(owner, "_relative_biases", None)
+        if biases is None:
+            raise ValueError(
+                f"{owner.name} has no `u`, `v` "
+                + ("yet: build it first." if owner.built else "(not built).")
+            )
+        return biases
 
     def build(self, query_shape, position_embedding_shape=None, *args, **kw):
         query_dim = query_shape[-1]
@@ -263,6 +318,8 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         self.key_dense = self._dense("key", *projection, query_dim)
         self.value_dense = self._dense("value", *projection, query_dim)
         self._build_position_weights(position_dim)
+        if self._bias_owner is not None:
+            self._biases()  # raises if the owner has none
         self.output_dense = self._dense(
             "attention_output",
             "btnh,nhd->btd",
@@ -303,16 +360,16 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             name="position",
         )
         self.position_dense.build((None, position_dim))
+        if self._bias_owner is not None:
+            return  # the owner's (`share_biases`)
         # u and v of the paper (the authors' r_w_bias and r_r_bias).
-        self.content_bias = self.add_weight(
-            name="content_bias",
-            shape=(heads, head_dim),
-            initializer=self.bias_initializer,
-        )
-        self.position_bias = self.add_weight(
-            name="position_bias",
-            shape=(heads, head_dim),
-            initializer=self.bias_initializer,
+        self._relative_biases = tuple(
+            self.add_weight(
+                name=name,
+                shape=(heads, head_dim),
+                initializer=self.bias_initializer,
+            )
+            for name in ("content_bias", "position_bias")
         )
 
     def _mask(

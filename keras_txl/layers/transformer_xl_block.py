@@ -1,3 +1,5 @@
+import weakref
+
 import keras
 from keras import ops
 
@@ -114,6 +116,23 @@ class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
         )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self._bias_owner = None  # see `share_relative_biases`
+
+    def share_relative_biases(self, owner):
+        """Makes this block's attention read `u` and `v` from `owner`'s
+        (`RelativeMultiHeadAttention.share_biases`): how the backbone's
+        `tie_relative_biases` gives all layers one pair. Call it before
+        either block is built; `owner` is built first.
+
+        Args:
+            owner: a `TransformerXLBlock` of the same heads.
+        """
+        if not isinstance(owner, TransformerXLBlock) or self.built:
+            raise ValueError(
+                "`share_relative_biases` takes a `TransformerXLBlock`, "
+                f"before {self.name} is built. Received: {owner!r}"
+            )
+        self._bias_owner = weakref.ref(owner)  # untracked: see the attention
 
     def _make_attention(self, hidden_dim):
         """The attention sublayer (the ablations' block overrides it)."""
@@ -133,6 +152,8 @@ class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
         hidden_dim = inputs_shape[-1]
         policy = self.dtype_policy
         self.attention = self._make_attention(hidden_dim)
+        if self._bias_owner is not None:
+            self.attention.share_biases(self._bias_owner().attention)
         self.attention.build(
             inputs_shape, position_embedding_shape or (None, hidden_dim)
         )

@@ -29,6 +29,7 @@ from keras_txl.utils.validation import check_memory_dtype
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
+from keras_txl.utils.validation import check_quantize
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import check_token_ids
 
@@ -36,12 +37,6 @@ from keras_txl.utils.validation import check_token_ids
 # projections, and the feed-forward's two layers.
 LORA_TARGETS = ("query", "key", "value", "position", "attention_output")
 LORA_TARGETS += ("intermediate", "output")
-# Keras's quantization modes that these models compute correctly: the
-# `Dense`, `EinsumDense` and `Embedding` layers quantize their own weights
-# and every layer here reads them through their calls. GPTQ and AWQ
-# calibrate a block on the previous block's outputs alone, and a
-# Transformer-XL block also needs its memory and position embeddings.
-QUANTIZATION_MODES = ("int8", "int4", "float8")
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -102,6 +97,14 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
             `embedding_dim // div_val**i`.
         embedding_dim: int or `None` (`hidden_dim`). Width of the token
             embedding (`d_embed`), projected to `hidden_dim`.
+        tie_relative_biases: bool. True: one `u`, `v` pair (`content_bias`,
+            `position_bias`) for all layers, owned by layer 0, as the
+            authors' PyTorch code (`r_w_bias`, `r_r_bias`) and their
+            TensorFlow code with `untie_r=False`. False (default): a pair
+            per layer, as the released checkpoints (their TensorFlow sota
+            scripts set `untie_r`) and HuggingFace's, and as every
+            keras-txl model saved before this option (a config without it
+            loads untied). The converters set it from the source.
         dtype: dtype policy of the layers (e.g. `"mixed_bfloat16"`).
         memory_dtype: `None` (the compute dtype: half the bytes under
             `"mixed_bfloat16"`, losing nothing since the states stored
@@ -145,6 +148,7 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         cutoffs=None,
         div_val=1,
         embedding_dim=None,
+        tie_relative_biases=False,
         dtype=None,
         memory_dtype=None,
         **kwargs,
@@ -187,6 +191,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         embedding_dim = check_positive_int(
             "embedding_dim",
             hidden_dim if embedding_dim is None else embedding_dim,
+        )
+        tie_relative_biases = check_bool(
+            "tie_relative_biases", tie_relative_biases
         )
         check_float_policy("dtype", dtype)
         # The memory's dtype: `memory_dtype`, else the compute dtype (the
@@ -243,6 +250,8 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
             )
             for i in range(num_layers)
         ]
+        for block in self.transformer_layers[1:] if tie_relative_biases else []:
+            block.share_relative_biases(self.transformer_layers[0])
         self.output_dropout = PackedDropout(
             dropout, dtype=dtype, name="output_dropout"
         )
@@ -276,6 +285,7 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         self.cutoffs = cutoffs
         self.div_val = div_val
         self.embedding_dim = embedding_dim
+        self.tie_relative_biases = tie_relative_biases
         self.memory_dtype = memory_dtype
 
     def _embed_tokens(self, token_ids):
@@ -632,6 +642,7 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
                 "cutoffs": list(self.cutoffs),
                 "div_val": self.div_val,
                 "embedding_dim": self.embedding_dim,
+                "tie_relative_biases": self.tie_relative_biases,
                 "memory_dtype": self.memory_dtype,
             }
         )
@@ -655,40 +666,3 @@ def freeze_all_but_lora(model):
     for variable in model.variables:
         if variable.trainable and "lora_kernel" not in variable.path:
             variable.trainable = False
-
-
-def check_quantize(model, mode, config):
-    """Raises a `ValueError` if `model.quantize(mode, config=config)`
-    cannot give correct numbers, before any layer changes (Keras checks a
-    layer only when it reaches it, so a refusal half-way would leave some
-    layers quantized). Returns the mode (from `config` when `mode` is
-    `None`)."""
-    if mode is None and config is not None:
-        mode = getattr(config, "mode", None)
-    if mode in ("gptq", "awq"):
-        raise ValueError(
-            f"keras-txl models do not support quantize(mode={mode!r}): it "
-            "calibrates each block on the previous block's outputs alone, "
-            "and a Transformer-XL block also needs its memory and the "
-            f"relative position embeddings. Use one of {QUANTIZATION_MODES}."
-        )
-    if mode not in QUANTIZATION_MODES:
-        raise ValueError(
-            f"`mode` must be one of {list(QUANTIZATION_MODES)}. Received: "
-            f"mode={mode!r}"
-        )
-    if model.quantization_mode is not None or any(
-        weight.path.endswith(("kernel_scale", "embeddings_scale"))
-        for weight in model.weights
-    ):
-        raise ValueError(
-            f"{model.name} is already quantized. Quantize a float model "
-            f"once. Received: mode={mode!r}"
-        )
-    if mode == "int8" and model.compute_dtype == "float16":
-        raise ValueError(
-            "quantize(mode='int8') does not work well with the compute "
-            "dtype float16: load the model under 'mixed_bfloat16' or "
-            "'mixed_float16' first."
-        )
-    return mode

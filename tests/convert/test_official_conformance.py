@@ -56,7 +56,10 @@ def _run_and_compare(lm, data, config):
 @pytest.mark.torch_ok
 def test_official_small_log_probs_and_memories():
     data, config, params = _load("official_small.npz")
-    _run_and_compare(from_official_pytorch(params, config), data, config)
+    lm = from_official_pytorch(params, config)
+    # One r_w_bias, r_r_bias in the source: one pair, as it trains there.
+    assert lm.backbone.tie_relative_biases is True
+    _run_and_compare(lm, data, config)
 
 
 @pytest.mark.torch_ok
@@ -74,7 +77,9 @@ def test_huggingface_names_with_per_layer_biases():
             hf["transformer." + name] = value
     hf_config = dict(config)
     hf_config["vocab_size"] = hf_config.pop("n_token")
-    _run_and_compare(from_official_pytorch(hf, hf_config), data, config)
+    lm = from_official_pytorch(hf, hf_config)
+    assert lm.backbone.tie_relative_biases is False
+    _run_and_compare(lm, data, config)
 
 
 def test_missing_parameter_is_named():
