@@ -35,7 +35,17 @@ SCRIPT = textwrap.dedent(
     fresh.predict(x, verbose=0)
     fresh.set_weights(lm.get_weights())
     loaded = TransformerXLCausalLM.from_preset(folder)
+    # A layout that splits 103 in 2 is the user's layout, not damage:
+    # the backend's own error comes through, whole.
+    keras.distribution.set_distribution(keras.distribution.ModelParallel(
+        layout_map=TransformerXLBackbone.get_layout_map(mesh)))
+    try:
+        TransformerXLCausalLM.from_preset(folder)
+        uneven = None
+    except Exception as error:
+        uneven = [type(error).__name__, str(error)]
     print(json.dumps({
+        "uneven": uneven,
         "fresh": float(np.abs(np.asarray(fresh.predict(x, verbose=0))
                               - want).max()),
         "loaded": float(np.abs(np.asarray(loaded.predict(x, verbose=0))
@@ -63,4 +73,7 @@ def test_prime_vocabulary_shards_and_equals_one_device(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["devices"] == 2
+    name, message = report["uneven"]
+    assert name != "DamagedFileError", message
+    assert "103" in message and "another configuration" not in message
     assert report["fresh"] < 1e-5 and report["loaded"] < 1e-5
