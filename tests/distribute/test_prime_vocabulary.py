@@ -10,6 +10,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+# The subprocess is JAX whatever KERAS_BACKEND is: one CI stage runs it.
+pytestmark = pytest.mark.one_backend
+
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
