@@ -202,3 +202,28 @@ def test_export_rejects_bad_arguments(tmp_path):
     with pytest.raises(FileNotFoundError, match="model.keras"):
         export_main(tmp_path, path, 2, 4, memory_length=4)
     assert not path.exists()
+
+
+def test_tied_relative_biases_export_serves_the_keras_outputs(tmp_path):
+    import tensorflow as tf
+
+    lm = tiny_lm(tie_relative_biases=True)
+    # The one pair (layer 0's) away from its initial values: an export
+    # that gave the other layers their own copies would serve otherwise.
+    attention = lm.backbone.transformer_layers[0].attention
+    rng = np.random.RandomState(2)
+    for bias in (attention.content_bias, attention.position_bias):
+        bias.assign(rng.normal(0, 0.5, tuple(bias.shape)).astype("float32"))
+    token_segments = segments(num_segments=3)
+    logits, _, final_memory = keras_segment_loop(lm, token_segments, 6)
+    path = tmp_path / "tied"
+    export_saved_model(lm, path, segment_length=4, memory_length=6)
+    loaded = tf.saved_model.load(str(path))
+    serve = loaded.signatures["serving_default"]
+    state = loaded.signatures["initial_memory"](batch_size=tf.constant(2))
+    served = []
+    for segment in token_segments:
+        state = serve(token_ids=tf.constant(segment), **state)
+        served.append(state.pop("logits").numpy())
+    np.testing.assert_allclose(np.stack(served), logits, atol=1e-4)
+    np.testing.assert_allclose(state["memory"].numpy(), final_memory, atol=1e-4)
