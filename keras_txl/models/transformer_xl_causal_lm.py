@@ -507,9 +507,27 @@ class TransformerXLCausalLM(
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved, so that
         `keras.saving.load_model` restores the optimizer's state too
-        (Keras skips this for an overridden `compile`, as keras-hub's)."""
+        (Keras skips this for an overridden `compile`, as keras-hub's).
+
+        A saved optimizer has its slot variables only if it was built
+        (the model was trained); one that was not has just its 2 scalars.
+        Which one was saved is known only when Keras hands the optimizer
+        its saved variables, so the optimizer is built then, to match:
+        built up front, an untrained save would be skipped with a
+        warning, and left unbuilt, a trained one would lose its state."""
         self.compile(**keras.saving.deserialize_keras_object(config))
-        self.optimizer.build(self.trainable_variables)
+        optimizer = self.optimizer
+        variables = self.trainable_variables
+
+        def load_own_variables(store):
+            del optimizer.load_own_variables  # Once, for this load.
+            if not optimizer.built and len(store.keys()) > len(
+                optimizer.variables
+            ):
+                optimizer.build(variables)
+            optimizer.load_own_variables(store)
+
+        optimizer.load_own_variables = load_own_variables
 
     def export(
         self,

@@ -125,6 +125,29 @@ def test_save_and_load_give_the_same_logits(tmp_path, tie_weights):
     np.testing.assert_allclose(to_numpy(got), to_numpy(expected), atol=1e-6)
 
 
+def _load_silently(path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = keras.saving.load_model(path, safe_mode=True)
+    messages = [str(w.message) for w in caught]
+    assert not [
+        m
+        for m in messages
+        if "Skipping variable loading" in m or "not yet built" in m
+    ], messages
+    return loaded
+
+
+@pytest.mark.torch_ok
+def test_loading_a_compiled_never_trained_model_is_silent(tmp_path):
+    # Its saved optimizer has only its 2 scalars, no slots.
+    lm = _lm()
+    lm.compile()
+    lm.save(tmp_path / "lm.keras")
+    loaded = _load_silently(tmp_path / "lm.keras")
+    assert int(to_numpy(loaded.optimizer.iterations)) == 0
+
+
 @pytest.mark.torch_ok
 def test_loading_a_compiled_model_restores_the_optimizer(tmp_path):
     lm = _lm()
