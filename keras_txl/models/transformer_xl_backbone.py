@@ -463,6 +463,7 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         device_mesh,
         model_parallel_dim_name="model",
         data_parallel_dim_name="batch",
+        vocabulary_size=None,
     ):
         """A `keras.distribution.LayoutMap` that shards the weights over
         `device_mesh`, as keras-hub's backbones' (Gemma, Llama), and lays
@@ -474,8 +475,12 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         `data_parallel_dim_name`: the hidden axis of those kernels and the
         batch axis of the carried memory. An adaptive embedding and
         softmax stay whole. Each split size must be a multiple of its mesh
-        axis (JAX refuses an uneven split when the weights are made): pad
-        the vocabulary, as `examples/distributed_training.py` does.
+        axis (JAX refuses an uneven split when the weights are made). A
+        vocabulary that does not divide the model axis (the default
+        character run's 103) is replicated, not padded: pass
+        `vocabulary_size` and the vocabulary axis of the embedding and of
+        the output layer stays whole on every device (the hidden axis
+        is still split), so a saved run loads unchanged.
 
         Example:
 
@@ -494,6 +499,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
             device_mesh: a `keras.distribution.DeviceMesh`.
             model_parallel_dim_name: str. Mesh axis of the model shards.
             data_parallel_dim_name: str. Mesh axis of the batch.
+            vocabulary_size: int or None. The model's vocabulary; when
+                it is not a multiple of the model axis's size, the
+                vocabulary axis is replicated. None shards it.
 
         Returns:
             A `keras.distribution.LayoutMap`.
@@ -510,11 +518,16 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
                     f"Mesh axis {name!r} is not an axis of the device mesh "
                     f"{tuple(device_mesh.axis_names)}."
                 )
+        vocab = model
+        if vocabulary_size is not None:
+            size = dict(zip(device_mesh.axis_names, device_mesh.shape))
+            if int(vocabulary_size) % size[model]:
+                vocab = None  # replicated: it does not divide the axis
         block = r"transformer_layer_\d+/attention/"
         axes = {
-            "token_embedding/embeddings": (model, data),
-            ".*output_kernel": (data, model),
-            ".*output_bias": (model,),
+            "token_embedding/embeddings": (vocab, data),
+            ".*output_kernel": (data, vocab),
+            ".*output_bias": (vocab,),
             # Attention kernels (hidden, heads, head_dim), its output
             # (heads, head_dim, hidden), the biases u, v (heads, head_dim).
             block + "(query|key|value|position)/kernel": (data, model, None),

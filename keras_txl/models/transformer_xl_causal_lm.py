@@ -584,7 +584,9 @@ class TransformerXLCausalLM(
         try:
             lm = super().from_preset(preset, **kwargs)
         except ValueError as error:
-            reason = " ".join(str(error).split())[:160]
+            if keras.distribution.distribution() is not None:
+                raise  # a layout (e.g. an uneven split), not damage
+            reason = " ".join(str(error).split())
             raise DamagedFileError(
                 weights,
                 "holds the weights of another configuration than the "

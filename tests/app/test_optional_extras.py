@@ -5,7 +5,7 @@ tensorflow-text: `tensorflow`). `sys.modules[name] = None` makes
 `import name` raise ImportError, as on a machine without the package.
 
 The whole path of a user without matplotlib (a wheel installed with only
-the `jax` extra) runs in CI: `.ci/wheel_check.sh`."""
+the `jax` extra) runs in CI: `.ci/wheel_check`."""
 
 import doctest
 import json

@@ -137,20 +137,33 @@ def test_trains_through_the_adaptive_softmax(fake_layout, tmp_path):
         cutoffs=[10, 25],
         div_val=2,
     )
-    lm.compile(optimizer=keras.optimizers.Adam(1e-3))
+    lm.compile(optimizer=keras.optimizers.Adam(3e-2))
     train = one_billion_word_dataset(
         files, tokenizer, 2, 8, seed=0, cache_dir=tmp_path
     )
-    history = lm.fit(train.take(3), epochs=1, verbose=0)
-    assert np.isfinite(history.history["loss"][-1])
     valid = corpus_ids(tokenizer, files.valid, tmp_path)
     assert len(valid) == sum(len(line.split()) + 1 for line in heldout)
-    logs = lm.with_memory_length(16).evaluate(
-        segment_dataset(valid, 2, 8, vocabulary_size=size),
-        verbose=0,
-        return_dict=True,
-    )
-    assert 0 < logs["loss"] < 2 * np.log(size)
+    # The evaluation copy shares the weights: the same copy scores the
+    # heldout text before and after training (compiled once).
+    evaluator = lm.with_memory_length(16)
+    heldout_segments = segment_dataset(valid, 2, 8, vocabulary_size=size)
+
+    def heldout_loss():
+        logs = evaluator.evaluate(heldout_segments, verbose=0, return_dict=True)
+        return logs["loss"]
+
+    untrained = heldout_loss()
+    softmax = lm.adaptive_softmax.trainable_variables
+    before = [np.array(v) for v in softmax]
+    history = lm.fit(train.take(3), epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][-1])
+    # Three steps lower the heldout loss (measured: by 0.13 to 0.17 from
+    # about 4.23, over initial weights drawn at random, on JAX).
+    assert heldout_loss() < untrained - 0.05
+    # Every cluster of the softmax (head and both tails) was trained.
+    assert len(softmax) >= 3
+    for variable, value in zip(softmax, before):
+        assert not np.allclose(np.array(variable), value), variable.path
 
 
 def test_read_as_every_corpus_is(fake_layout, tmp_path):
