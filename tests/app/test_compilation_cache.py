@@ -61,7 +61,7 @@ def test_the_command_fills_its_jax_cache(tmp_path):
 
 
 @pytest.fixture
-def jax_config():
+def jax_config(monkeypatch):
     """enable_for_command() as on JAX, jax.config restored after."""
     names = (
         "jax_compilation_cache_dir",
@@ -69,14 +69,10 @@ def jax_config():
         "jax_persistent_cache_min_entry_size_bytes",
     )
     saved = {name: getattr(jax.config, name) for name in names}
-    backend = keras.backend.backend
-    keras.backend.backend = lambda: "jax"
-    try:
-        yield
-    finally:
-        keras.backend.backend = backend
-        for name, value in saved.items():
-            jax.config.update(name, value)
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    yield
+    for name, value in saved.items():
+        jax.config.update(name, value)
 
 
 @pytest.mark.usefixtures("jax_config")
