@@ -43,6 +43,19 @@ def greedy_by_steps(lm, prompt, max_length, memory_length, start="empty"):
     return tokens
 
 
+def logits_by_steps(lm, tokens, memory_length):
+    """The logits `(batch, T, vocabulary)` after each of `tokens` `(batch,
+    T)`, by single-token `call_with_memory` steps with a memory of
+    `memory_length`."""
+    memory = lm.backbone.initial_memory(len(tokens), memory_length)
+    columns = []
+    for position in range(tokens.shape[1]):
+        step = np.asarray(tokens[:, position : position + 1], "int32")
+        logits, memory = lm.call_with_memory(step, memory)
+        columns.append(ops.convert_to_numpy(logits)[:, -1])
+    return np.stack(columns, axis=1)
+
+
 @pytest.mark.torch_ok
 def test_greedy_with_memory_equals_recomputing_the_prefix():
     lm = generation_lm()
@@ -246,9 +259,17 @@ def test_keras_hub_samplers_generate_after_the_prompts(sampler):
         padded(prompts, 10), stop_token_ids=None, memory_length=6
     )["token_ids"]
     assert out.shape == (2, 10)
+    # Each new token is one of the `top` most likely after its own prefix
+    # (a beam's token is one of its `num_beams` best: the beams keep the
+    # best (beam, token) pairs), by single steps with the same memory.
+    top = 5 if sampler == "top_k" else 2  # TopKSampler's k, num_beams
+    logits = logits_by_steps(lm, out, memory_length=6)
     for row, prompt in enumerate(prompts):
-        assert out[row, : len(prompt)].tolist() == prompt
-    assert ((out >= 0) & (out < VOCABULARY_SIZE)).all()
+        tokens = out[row].tolist()
+        assert tokens[: len(prompt)] == prompt
+        for position in range(len(prompt), 10):
+            best = np.argsort(logits[row, position - 1])[::-1][:top]
+            assert tokens[position] in best, (row, position, tokens)
 
 
 def test_beam_search_with_one_beam_is_greedy():

@@ -182,12 +182,11 @@ def test_constructor_names_the_argument_and_the_value(name):
     problems = {}
     for arg, values in bad.items():
         for value in values:
-            if arg == "kind" or isinstance(value, list):
-                # Enumerations and lists: the message names the argument
-                # and quotes the offending part.
-                words = [f"`{arg}"]
-            else:
-                words = [arg, repr(value)[:6]]
+            # The message names the argument, says what it must be (the
+            # fix) and, for a single value, echoes it as `arg=value`.
+            words = [f"`{arg}", " must "]
+            if not isinstance(value, list):
+                words.append(f"{arg}={value!r}")
             problem = _message_problem(
                 lambda: factory(**{**base, arg: value}),
                 (ValueError, TypeError),
