@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from keras_txl.convert import from_official_pytorch
+from keras_txl.training import StepHistory
 from tests.test_case import FIXTURES
 from tests.training.helpers import ordered_dataset
 
@@ -29,23 +30,6 @@ def _params(data, prefix):
     }
 
 
-class _StepLosses(keras.callbacks.Callback):
-    """Per-step losses from Keras's running epoch mean."""
-
-    def __init__(self):
-        super().__init__()
-        self.means = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.means.append(float(logs["loss"]))
-
-    def losses(self):
-        means = np.array(self.means, np.float64)
-        steps = np.arange(1, len(means) + 1)
-        totals = means * steps
-        return np.diff(totals, prepend=0.0)
-
-
 def _fit(data, optimizer, **convert_kwargs):
     config = json.loads(str(data["config"]))
     settings = json.loads(str(data["settings"]))
@@ -56,9 +40,11 @@ def _fit(data, optimizer, **convert_kwargs):
     dataset = ordered_dataset(
         data["stream"], settings["batch_size"], config["tgt_len"]
     )
-    steps = _StepLosses()
+    # Each step's loss (the `batch_loss` metric), as `keras-txl train`
+    # records it.
+    steps = StepHistory(settings["batch_size"] * config["tgt_len"])
     lm.fit(dataset, epochs=1, shuffle=False, verbose=0, callbacks=[steps])
-    return lm, steps.losses(), config, settings
+    return lm, np.array(steps.losses), config, settings
 
 
 def test_sgd_losses_and_weights_equal_the_authors_loop():
