@@ -47,10 +47,8 @@ def test_benchmarks_answer_a_question_each():
         p for p in repository_files() if p.is_relative_to(REPO / "benchmarks")
     ]
     lines = sum(_lines(p) for p in files if p.suffix == ".py")
-    # 12 files and 3,500 lines after the renovation; then
-    # cli_latency.py (issue 38: cold and warm `keras-txl generate`).
-    assert len(files) <= 13, sorted(p.name for p in files)
-    assert lines <= 3610, lines
+    assert len(files) <= 12, sorted(p.name for p in files)
+    assert lines <= 3500, lines
 
 
 def _all(tree):
