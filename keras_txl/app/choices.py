@@ -5,15 +5,23 @@ nothing heavy.
 TensorFlow or JAX), so that a mistake on the command line comes back in
 a second: the parser takes its choices from here, not from the library
 modules that own them (those load Keras). `tests/app/test_cli.py` pins
-the copies of `DATASETS`, `STRATEGY_NAMES` and `VARIANTS` to the
+the copies of `CORPORA`, `STRATEGY_NAMES` and `VARIANTS` to the
 library's own; `TOKENIZERS` and `SAMPLERS` are defined here only. The argparse
 types of the numeric options are here too.
 """
 
 import argparse
 
-# `keras_txl.data.CORPORA`: the corpora of `load_corpus`.
-DATASETS = ("builtin", "enwik8", "text8", "wikitext103", "one_billion_word")
+# `keras_txl.data.CORPORA`: the corpora of `load_corpus` and the tokenizer
+# each is modeled with (`keras-txl train`'s default `--tokenizer`).
+CORPORA = {
+    "builtin": "char",
+    "enwik8": "byte",
+    "text8": "char",
+    "wikitext103": "word",
+    "one_billion_word": "word",
+}
+DATASETS = tuple(CORPORA)
 # The tokenizers of `keras-txl train --tokenizer`.
 TOKENIZERS = ("byte", "char", "word")
 # `keras_txl.distribute.STRATEGY_NAMES`.

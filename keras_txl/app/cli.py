@@ -234,17 +234,33 @@ def _train_parser(subparsers):
     parser.set_defaults(run=_train)
 
 
-def _train(args):
-    from keras_txl.app.train_command import sigterm_as_interrupt
-    from keras_txl.app.train_command import train
+def _train_config(args):
+    """The `TrainConfig` of `keras-txl train`'s parsed `args`."""
     from keras_txl.app.train_config import TrainConfig
 
     names = set(TrainConfig.__dataclass_fields__)
     values = {k: v for k, v in vars(args).items() if k in names}
     values["verbose"] = _progress_verbosity(args.progress)
-    config = TrainConfig(**values)
+    return TrainConfig(**values)
+
+
+def _train_flag_error(args):
+    """The first bad `train` flag found without Keras, or `None` (a resumed
+    run's flags are checked in `train`, once merged with the saved run)."""
+    from keras_txl.app.train_config import ConfigError
+
+    try:
+        _train_config(args).check_without_keras()
+    except ConfigError as error:
+        return str(error)
+
+
+def _train(args):
+    from keras_txl.app.train_command import sigterm_as_interrupt
+    from keras_txl.app.train_command import train
+
     with sigterm_as_interrupt():
-        train(config)
+        train(_train_config(args))
     return 0
 
 
@@ -632,8 +648,9 @@ def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
     returns the exit status.
 
-    The arguments and the files they name are checked first, before
-    Keras, TensorFlow or JAX is imported.
+    The arguments, the files they name and the relations between
+    `train`'s flags are checked first, before Keras, TensorFlow or JAX is
+    imported.
     """
     from keras_txl.app.console import quiet_libraries
 
@@ -642,6 +659,8 @@ def main(argv=None):
     from keras_txl.app.path_checks import check_paths
 
     error = check_paths(args)
+    if error is None and args.command == "train":
+        error = _train_flag_error(args)
     if error:
         print(f"keras-txl {args.command}: error: {error}", file=sys.stderr)
         return 1

@@ -2,12 +2,12 @@ import dataclasses
 import math
 import os
 
+from keras_txl.app.choices import CORPORA
 from keras_txl.app.choices import TOKENIZERS
 from keras_txl.app.sizes import TRAIN_SIZES
-from keras_txl.data import CORPORA
 
-# The corpora of `keras_txl.data.load_corpus`: one added there is a
-# `--dataset` choice.
+# The corpora of `keras_txl.data.load_corpus` (copied in `choices`, which
+# Keras does not load: `tests/app/test_cli.py` pins the copy).
 DATASETS = tuple(CORPORA)
 # The tokenizer each corpus is modeled with in the paper (enwik8: bytes,
 # text8: characters, WikiText-103: words); characters otherwise.
@@ -121,8 +121,13 @@ class TrainConfig:
     validate_every: int = None
     tensorboard: str = None
 
-    def resolved(self):
-        """A copy with the size's defaults filled in, checked."""
+    def resolved(self, check_libraries=True):
+        """A copy with the size's defaults filled in, checked.
+
+        `check_libraries=False` leaves out the checks that import Keras
+        (`check_libraries()`), so that the command line's mistakes are
+        found before the import (`keras-txl` does, then checks again).
+        """
         if self.size not in TRAIN_SIZES:
             raise ConfigError(
                 f"--size must be one of {', '.join(TRAIN_SIZES)}. Received: "
@@ -151,11 +156,29 @@ class TrainConfig:
                 kind = "file"
             values["tokenizer"] = DEFAULT_TOKENIZER[kind]
         config = TrainConfig(**values)
-        config.check()
+        config.check_flags()
+        if check_libraries:
+            config.check_libraries()
         return config
+
+    def check_without_keras(self):
+        """Raises `ConfigError` for what the command line can get wrong
+        that is found before Keras is imported. A resumed run only checks
+        `check_run_flags()`: its other flags are checked merged with the
+        saved run's."""
+        if self.resume:
+            self.check_run_flags()
+        else:
+            self.resolved(check_libraries=False)
 
     def check(self):
         """Raises `ConfigError` naming the first bad option."""
+        self.check_flags()
+        self.check_libraries()
+
+    def check_flags(self):
+        """Raises `ConfigError` naming the first bad option, for what
+        can be checked without Keras: every value and their relations."""
         for name in ("steps", "segment_length", "batch_size"):
             _check_int(name, getattr(self, name), lowest=1)
         _check_int("steps_per_epoch", self.steps_per_epoch, lowest=1)
@@ -195,15 +218,28 @@ class TrainConfig:
                 f"--tokenizer must be one of {', '.join(TOKENIZERS)}. "
                 f"Received: {self.tokenizer!r}"
             )
-        self.check_strategy()
+        if self.num_devices is not None:
+            _check_int("num_devices", self.num_devices, lowest=1)
+        if self.tpu is not None and self.strategy != "tpu":
+            raise ConfigError(
+                f"--tpu names the TPU of --strategy tpu. Received: "
+                f"--tpu {self.tpu} with --strategy {self.strategy}: drop "
+                "--tpu or use --strategy tpu."
+            )
         self.check_run_flags()
         self.check_execution()
 
-    def check_execution(self):
-        """Raises `ConfigError` for a bad dtype policy, `jit_compile`,
-        `steps_per_execution` or `validate_every`."""
+    def check_libraries(self):
+        """Raises `ConfigError` for a strategy unknown or not of this
+        backend, or a dtype policy Keras does not know (imports Keras)."""
         import keras
 
+        from keras_txl.distribute import check_strategy_name
+
+        try:
+            check_strategy_name(self.strategy)
+        except ValueError as error:
+            raise ConfigError(f"--strategy: {error}") from None
         try:
             keras.dtype_policies.get(self.dtype_policy)
         except (ValueError, TypeError):
@@ -212,6 +248,10 @@ class TrainConfig:
                 "float32, mixed_bfloat16 or mixed_float16. Received: "
                 f"{self.dtype_policy!r}"
             ) from None
+
+    def check_execution(self):
+        """Raises `ConfigError` for a bad `jit_compile`,
+        `steps_per_execution` or `validate_every`."""
         jit = self.jit_compile
         if not (jit == "auto" or isinstance(jit, bool)):
             raise ConfigError(
@@ -250,24 +290,6 @@ class TrainConfig:
                     f"--steps-per-execution ({spe}): Keras runs whole "
                     "executions of that many steps."
                 )
-
-    def check_strategy(self):
-        """Raises `ConfigError` for a strategy unknown or not of this
-        backend, or a bad device count."""
-        from keras_txl.distribute import check_strategy_name
-
-        try:
-            check_strategy_name(self.strategy)
-        except ValueError as error:
-            raise ConfigError(f"--strategy: {error}") from None
-        if self.num_devices is not None:
-            _check_int("num_devices", self.num_devices, lowest=1)
-        if self.tpu is not None and self.strategy != "tpu":
-            raise ConfigError(
-                f"--tpu names the TPU of --strategy tpu. Received: "
-                f"--tpu {self.tpu} with --strategy {self.strategy}: drop "
-                "--tpu or use --strategy tpu."
-            )
 
     def check_run_flags(self):
         """Raises `ConfigError` if `resume` and `overwrite` are both set."""
