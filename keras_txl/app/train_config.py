@@ -156,9 +156,10 @@ class TrainConfig:
                 kind = "file"
             values["tokenizer"] = DEFAULT_TOKENIZER[kind]
         config = TrainConfig(**values)
-        config.check_flags()
         if check_libraries:
-            config.check_libraries()
+            config.check()
+        else:
+            config.check_flags()
         return config
 
     def check_without_keras(self):
