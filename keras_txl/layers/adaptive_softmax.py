@@ -114,10 +114,15 @@ class AdaptiveSoftmax(keras.layers.Layer):
     cluster `i` with `embedding.projections[i]` (`div_val > 1`) or with its
     single projection (`div_val == 1`). The variables are the embedding's
     own: training updates both. Biases and `cluster_kernel` are never
-    tied. `get_config()` serializes `embedding`; a layer restored alone
-    from its config owns a copy of it. `TransformerXLCausalLM` rebuilds
-    its `AdaptiveSoftmax` on its backbone's embedding, so the sharing
-    survives saving there.
+    tied. `get_config()` serializes `embedding`. `keras.models.clone_model`
+    of a functional model keeps the tie: the cloned layer, called on the
+    clone's tensors, ties to the layer of its embedding's name and config
+    upstream of its inputs. Loading a `.keras` file keeps it too (Keras
+    restores shared objects once). A layer restored alone from its config
+    owns a copy of the embedding, and so does one built from its config
+    before it is called (`keras.Model.from_config` outside a saving
+    scope). `TransformerXLCausalLM` rebuilds its `AdaptiveSoftmax` on its
+    backbone's embedding.
 
     Log-softmax, log-sum-exp and outputs are float32 under any dtype
     policy.
@@ -258,9 +263,26 @@ class AdaptiveSoftmax(keras.layers.Layer):
             None if tail_capacity is None else float(tail_capacity)
         )
         self.cluster_order = check_cluster_order(cluster_order)
-        self.embedding = embedding
+        # Tracked as a sublayer in `build()`, not here: a layer restored
+        # from a config may first trade its copy for the graph's own
+        # embedding (see `__call__`), and Keras cannot untrack a sublayer.
+        object.__setattr__(self, "_embedding", embedding)
+        self._embedding_from_config = False
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    @property
+    def embedding(self):
+        """The `AdaptiveEmbedding` this layer ties to, or None."""
+        return self._embedding
+
+    def __call__(self, *args, **kwargs):
+        if self._embedding_from_config and not self.built:
+            inputs = args[0] if args else kwargs.get("inputs")
+            upstream = _upstream_twin(inputs, self._embedding)
+            if upstream is not None:
+                object.__setattr__(self, "_embedding", upstream)
+        return super().__call__(*args, **kwargs)
 
     @property
     def cluster_bounds(self):
@@ -273,8 +295,10 @@ class AdaptiveSoftmax(keras.layers.Layer):
             self.embedding_dim = input_dim
             check_div_val(self.div_val, input_dim, len(self.cutoffs) + 1)
         embedding = self.embedding
-        if embedding is not None and not embedding.built:
-            embedding.build()
+        if embedding is not None:
+            self._embedding = embedding  # now tracked: its tables are ours
+            if not embedding.built:
+                embedding.build()
         if embedding is not None and any(self.tie_projections):
             if embedding.output_dim != input_dim:
                 raise ValueError(
@@ -504,4 +528,35 @@ class AdaptiveSoftmax(keras.layers.Layer):
             config["embedding"] = keras.saving.deserialize_keras_object(
                 config["embedding"]
             )
-        return cls(**config)
+        layer = cls(**config)
+        layer._embedding_from_config = config.get("embedding") is not None
+        return layer
+
+
+def _upstream_twin(inputs, embedding):
+    """The layer upstream of `inputs` in a functional graph that has the
+    name and config of `embedding`, or None (not symbolic, not found).
+
+    `keras.models.clone_model` and `Functional.from_config` call each new
+    layer on the new graph's tensors: a tied `AdaptiveSoftmax` restored
+    there finds the embedding it was tied to among its inputs' ancestors.
+    """
+    config = embedding.get_config()
+    stack, seen = list(keras.tree.flatten(inputs)), set()
+    while stack:
+        # Private: Keras offers no public walk of a KerasTensor's graph
+        # (listed in CONTRIBUTING.md, pinned by the clone_model test).
+        history = getattr(stack.pop(), "_keras_history", None)
+        if history is None or id(history.operation) in seen:
+            continue
+        layer = history.operation
+        seen.add(id(layer))
+        if (
+            isinstance(layer, AdaptiveEmbedding)
+            and layer.name == embedding.name
+            and layer.get_config() == config
+        ):
+            return layer
+        node = layer._inbound_nodes[history.node_index]
+        stack.extend(node.input_tensors)
+    return None

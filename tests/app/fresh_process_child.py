@@ -6,7 +6,8 @@
   HuggingFace fixture for the WikiText-103 tokenizer), in FOLDER.
 - `load FOLDER`: after `import keras_txl` alone, each run through
   `TransformerXLCausalLM.from_preset` and `keras_hub.models.CausalLM.
-  from_preset`, and generated text; prints JSON.
+  from_preset`, and generated text, and `keras.models.clone_model` of
+  tied adaptive models; prints JSON.
 - `cli FOLDER`: every subcommand on its success path and on its
   documented errors, through `keras_txl.app.cli.main` in this process,
   with what a user sees (stdout, stderr, exit status) of each; prints
@@ -145,7 +146,36 @@ def load(folder):
             "same_weights": bool(same) and len(lm.weights) > 0,
             "texts": [text],
         }
+    results["clones"] = _clones(lm)
     _report(results)
+
+
+def _clones(lm):
+    """Weight counts of `keras.models.clone_model` and of the original:
+    the WikiText-103 run (an adaptive softmax tied to its embedding), and a
+    user's own functional model tied the same way."""
+    import keras
+
+    from keras_txl.layers import AdaptiveEmbedding
+    from keras_txl.layers import AdaptiveSoftmax
+
+    tokens = keras.Input((None,), dtype="int32")
+    embedding = AdaptiveEmbedding(
+        vocabulary_size=40, embedding_dim=8, output_dim=8, cutoffs=[10]
+    )
+    hidden = keras.layers.Dense(8)(embedding(tokens))
+    softmax = AdaptiveSoftmax(
+        vocabulary_size=40,
+        cutoffs=[10],
+        embedding=embedding,
+        tie_weights=True,
+        tie_projections=True,
+    )
+    functional = keras.Model(tokens, softmax(hidden))
+    return {
+        name: [len(model.weights), len(keras.models.clone_model(model).weights)]
+        for name, model in (("causal_lm", lm), ("functional", functional))
+    }
 
 
 def cli(folder):

@@ -5,11 +5,11 @@ command, on JAX and on TensorFlow (each child process gets its
 Per backend, the tiny runs of every tokenizer kind are built once
 (`fresh_process_child.py train`); then, each in a new process:
 `import keras_txl` alone loads them all through `from_preset` and
-generates text; every subcommand runs on its success path and on its
-documented errors (one line on stderr, a non-zero status, never a
-traceback; `ablate` and `recl`, whose success is tested in process on
-each backend, succeed in JAX children only); and the real `keras-txl`
-command prints only its own output, valid UTF-8 for any prompt of a
+generates text, and `keras.models.clone_model` keeps their ties; every
+subcommand runs on its success path and on its documented errors (one
+line on stderr, a non-zero status, never a traceback; `ablate` and
+`recl`, whose success is tested in process on each backend, succeed in
+JAX children only); and the real `keras-txl` command prints only its own output, valid UTF-8 for any prompt of a
 byte-level run.
 """
 
@@ -107,6 +107,9 @@ def test_a_user_in_a_fresh_process(backend, tmp_path):
             assert isinstance(text, str) and text.startswith(prompt), text
     for text in loaded["byte"]["texts"]:
         text.encode("utf-8", "strict")  # whole characters
+    # `clone_model` keeps an adaptive softmax tied to its embedding.
+    for name, (original, clone) in loaded["clones"].items():
+        assert clone == original, (name, original, clone)
 
     # Each subcommand: success, and each documented error in one line.
     cases = _child(backend, "cli", tmp_path)

@@ -211,6 +211,54 @@ def test_config_round_trip_with_embedding():
     assert tuple(clone(hidden).shape) == (1, 2, 40)
 
 
+def _tied_functional_model():
+    """A user's own functional model: 13 weights, 6 of them the
+    embedding's, which the softmax shares."""
+    tokens = keras.Input((None,), dtype="int32")
+    embedding = AdaptiveEmbedding(
+        vocabulary_size=40,
+        embedding_dim=8,
+        output_dim=8,
+        cutoffs=[10, 25],
+        div_val=2,
+    )
+    hidden = keras.layers.Dense(8)(embedding(tokens))  # (batch, T, 8)
+    softmax = AdaptiveSoftmax(
+        vocabulary_size=40,
+        cutoffs=[10, 25],
+        div_val=2,
+        embedding=embedding,
+        tie_weights=True,
+        tie_projections=True,
+    )
+    return keras.Model(tokens, softmax(hidden))
+
+
+@pytest.mark.torch_ok
+def test_clone_model_and_load_model_keep_the_tie(tmp_path):
+    model = _tied_functional_model()
+    assert len(model.weights) == 13
+    model.save(tmp_path / "tied.keras")
+    copies = {
+        "clone_model": keras.models.clone_model(model),
+        "load_model": keras.saving.load_model(tmp_path / "tied.keras"),
+    }
+    copies["clone of a clone"] = keras.models.clone_model(copies["clone_model"])
+    originals = {id(w) for w in model.weights}
+    ids = np.array([[1, 12, 39, 0]], "int32")
+    for how, copy in copies.items():
+        embedding, softmax = copy.layers[1], copy.layers[-1]
+        assert len(copy.weights) == 13, how
+        assert softmax.embedding is embedding, how
+        assert softmax._kernel(2) is embedding.embeddings[2], how
+        # A copy, not a view of the original's variables.
+        assert not originals & {id(w) for w in copy.weights}, how
+        copy.set_weights(model.get_weights())
+        np.testing.assert_allclose(
+            np.asarray(copy(ids)), np.asarray(model(ids)), atol=1e-6
+        )
+
+
 @pytest.mark.parametrize(
     "kwargs, argument",
     [
