@@ -1,6 +1,7 @@
 """Dropout that takes two keep decisions from each random number."""
 
 import math
+import random
 
 import keras
 from keras import ops
@@ -39,9 +40,14 @@ class PackedDropout(keras.layers.Dropout):
     weights saved from a model with `keras.layers.Dropout` in this place
     load unchanged, and a resumed run continues its stream exactly.
 
-    On torch it is Keras's dropout: there an unseeded `Dropout` is
-    torch's own fused kernel, which packed decisions made of separate
-    eager ops do not beat (measured: 0.9x to 3x its time, unstable).
+    On torch it is Keras's dropout, with a seed: Keras runs an unseeded
+    `Dropout` there as torch's fused kernel on torch's global generator,
+    which no checkpoint holds, so a resumed run would drop other elements
+    than the uninterrupted one. Without `seed`, the layer draws one as
+    Keras does for an unseeded layer (Python's `random`, which
+    `keras.utils.set_random_seed` seeds) and keeps `seed=None` in its
+    config. (Packed decisions made of separate eager ops do not beat
+    torch's kernels: measured 0.9x to 3x the fused one's time.)
 
     Measured at the reference size (docs/benchmarks.md, "Dropout with
     half the random numbers"): a training step at 0.91-0.94 of its time
@@ -76,7 +82,11 @@ class PackedDropout(keras.layers.Dropout):
     """
 
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
-        super().__init__(rate, noise_shape=noise_shape, seed=seed, **kwargs)
+        drawn = seed
+        if seed is None and rate > 0 and keras.backend.backend() == "torch":
+            drawn = random.randint(1, int(1e9))  # Keras's own draw
+        super().__init__(rate, noise_shape=noise_shape, seed=drawn, **kwargs)
+        self.seed = seed  # the config's: None draws again
         threshold = round((1.0 - rate) * _DECISIONS)
         error = abs(threshold / _DECISIONS - (1.0 - rate))
         # None: Keras's per-element draw (`Dropout.call`), for rate 0 or

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from keras_txl.app.train_command import fit_language_model
 from keras_txl.app.train_config import TrainConfig
 from keras_txl.data import token_cache_entries
@@ -42,6 +44,8 @@ RUN = dict(
 # it lands at that step without waiting on a clock.
 CHILD = """
 import sys
+
+import pytest
 
 import keras
 
@@ -144,6 +148,7 @@ def _one_line(err, status):
     return lines[0]
 
 
+@pytest.mark.torch_ok
 def test_signals_stop_at_a_step_and_resume_exactly(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TEXT, encoding="utf-8")
