@@ -12,6 +12,9 @@
   documented errors, through `keras_txl.app.cli.main` in this process,
   with what a user sees (stdout, stderr, exit status) of each; prints
   JSON.
+- `torch FOLDER`: on torch, a character run trained, evaluated, sampled
+  and exported through `main`, and its logits of two segments; prints
+  JSON.
 
 Imports nothing of keras_txl at module level: the `load` mode must start
 from `import keras_txl`.
@@ -261,6 +264,47 @@ def cli(folder):
     _report(results)
 
 
+def torch(folder):
+    """On torch: `train` (dropout 0.1), `evaluate`, `generate` and
+    `export` of a character run; then the logits of two segments threaded
+    through `call_with_memory` (`torch_logits.npz`), which the test
+    compares with the export served by TensorFlow."""
+    os.chdir(folder)
+    corpus = _corpus(folder)
+    run = os.path.join("runs", "torch")
+    tiny = list(TINY)
+    tiny[tiny.index("--dropout") + 1] = "0.1"
+    # The whole validation part, which `evaluate RUN` reads.
+    tiny[tiny.index("--valid-tokens") + 1] = "0"
+    argvs = {
+        "train": ["train", "--corpus", corpus, "--output", run]
+        + ["--metrics-json", "train.json"]
+        + tiny,
+        "evaluate": ["evaluate", run, "--metrics-json", "evaluate.json"],
+        "generate": ["generate", run, "--prompt", "the ", "--max-length", "20"],
+        "export": ["export", run, "exported", "--batch-size", "1"],
+    }
+    results = {name: _call(argv) for name, argv in argvs.items()}
+
+    import keras
+    import numpy as np
+
+    from keras_txl.models import TransformerXLCausalLM
+
+    lm = TransformerXLCausalLM.from_preset(run)
+    rng = np.random.default_rng(0)
+    segments = rng.integers(0, 20, (2, 1, 8)).astype("int32")  # (n, b, T)
+    memory = lm.backbone.initial_memory(1, 8)
+    logits = []
+    for segment in segments:
+        segment_logits, memory = lm.call_with_memory(segment, memory)
+        logits.append(keras.ops.convert_to_numpy(segment_logits))
+    np.savez("torch_logits.npz", segments=segments, logits=np.stack(logits))
+    results["backend"] = keras.backend.backend()
+    _report(results)
+
+
 if __name__ == "__main__":
     mode, folder = sys.argv[1:]
-    {"train": train, "load": load, "cli": cli}[mode](folder)
+    modes = {"train": train, "load": load, "cli": cli, "torch": torch}
+    modes[mode](folder)

@@ -9,8 +9,9 @@ generates text, and `keras.models.clone_model` keeps their ties; every
 subcommand runs on its success path and on its documented errors (one
 line on stderr, a non-zero status, never a traceback; `ablate` and
 `recl`, whose success is tested in process on each backend, succeed in
-JAX children only); and the real `keras-txl` command prints only its own output, valid UTF-8 for any prompt of a
-byte-level run.
+JAX children only); and the real `keras-txl` command prints only its
+own output, valid UTF-8 for any prompt of a byte-level run. On torch, a
+run is trained, evaluated, sampled and exported.
 """
 
 import json
@@ -161,3 +162,38 @@ def test_a_user_in_a_fresh_process(backend, tmp_path):
         # the libraries load: a command that loads them).
         noisy = _command(backend, tmp_path, "--verbose", "cache", "--list")
         assert any(word.encode() in noisy.stderr for word in NOISE)
+
+
+@pytest.mark.slow
+def test_a_torch_user_trains_evaluates_generates_and_exports(tmp_path):
+    """The commands on torch, in a fresh process: a run trained with
+    dropout, evaluated to the bpc it logged, sampled, and exported to a
+    SavedModel (by a TensorFlow child) that serves the torch model's
+    logits, the memory threaded from one segment to the next."""
+    import numpy as np
+    import tensorflow as tf
+
+    results = _child("torch", "torch", tmp_path)
+    assert results["backend"] == "torch"
+    for name in ("train", "evaluate", "generate", "export"):
+        case = results[name]
+        assert case["status"] == 0, case
+        assert "Traceback" not in case["err"], case
+    assert "bits per character" in results["train"]["out"]
+    trained = json.loads((tmp_path / "train.json").read_text())
+    evaluated = json.loads((tmp_path / "evaluate.json").read_text())
+    assert trained["config"]["dropout"] == 0.1
+    assert len(trained["train_loss"]) == 2
+    assert evaluated["bits_per_character"] == pytest.approx(
+        trained["valid_bpc_with_memory"], rel=1e-5
+    )
+    assert results["generate"]["out"].startswith("the ")
+
+    expected = np.load(tmp_path / "torch_logits.npz")
+    served = tf.saved_model.load(str(tmp_path / "exported"))
+    serve = served.signatures["serving_default"]
+    memory = dict(served.signatures["initial_memory"]())  # --batch-size 1
+    for segment, logits in zip(expected["segments"], expected["logits"]):
+        out = serve(token_ids=tf.constant(segment), **memory)
+        np.testing.assert_allclose(out["logits"].numpy(), logits, atol=1e-5)
+        memory = {key: out[key] for key in memory}
