@@ -12,6 +12,7 @@
   documented errors, through `keras_txl.app.cli.main` in this process,
   with what a user sees (stdout, stderr, exit status) of each; prints
   JSON.
+- `use FOLDER`: `load`, then `cli`, in one process; prints both.
 - `torch FOLDER`: on torch, a character run trained, evaluated, sampled
   and exported through `main`, and its logits of two segments; prints
   JSON.
@@ -118,7 +119,7 @@ def train(folder):
             )
         )
     results.append(_call(["convert", HUGGINGFACE, RUNS["wikitext103"]]))
-    _report(results)
+    return results
 
 
 def load(folder):
@@ -150,7 +151,7 @@ def load(folder):
             "texts": [text],
         }
     results["clones"] = _clones(lm)
-    _report(results)
+    return results
 
 
 def _clones(lm):
@@ -198,7 +199,7 @@ def cli(folder):
         ):
             copy.write(file.read())
     missing = os.path.join(folder, "missing.txt")
-    exported = os.path.join(folder, "exported")
+    exported = os.path.join(folder, "exported_" + os.environ["KERAS_BACKEND"])
     models = os.path.join(folder, "ablation_models")
     ablate_tiny = ["ablate", "--corpus", corpus, "--steps", "2"]
     ablate_tiny += ["--segment-length"]
@@ -261,7 +262,7 @@ def cli(folder):
     results = {
         kind: [_call(argv) for argv in argvs] for kind, argvs in cases.items()
     }
-    _report(results)
+    return results
 
 
 def torch(folder):
@@ -301,10 +302,15 @@ def torch(folder):
         logits.append(keras.ops.convert_to_numpy(segment_logits))
     np.savez("torch_logits.npz", segments=segments, logits=np.stack(logits))
     results["backend"] = keras.backend.backend()
-    _report(results)
+    return results
+
+
+def use(folder):
+    """`load`, then `cli`, in one process (runs another backend trained)."""
+    return {"load": load(folder), "cli": cli(folder)}
 
 
 if __name__ == "__main__":
     mode, folder = sys.argv[1:]
     modes = {"train": train, "load": load, "cli": cli, "torch": torch}
-    modes[mode](folder)
+    _report(dict(modes, use=use)[mode](folder))

@@ -2,8 +2,8 @@
 command, on JAX and on TensorFlow (each child process gets its
 `KERAS_BACKEND`, whatever this session's backend is).
 
-Per backend, the tiny runs of every tokenizer kind are built once
-(`fresh_process_child.py train`); then, each in a new process:
+The tiny runs of every tokenizer kind are trained once, on JAX
+(`fresh_process_child.py train`); then, per backend, in a new process:
 `import keras_txl` alone loads them all through `from_preset` and
 generates text, and `keras.models.clone_model` keeps their ties; every
 subcommand runs on its success path and on its documented errors (one
@@ -68,10 +68,12 @@ def _is_one_line_error(case):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_user_in_a_fresh_process(backend, tmp_path):
-    # The runs, one per tokenizer kind, trained on this backend.
-    trained = _child(backend, "train", tmp_path)
+def test_a_user_in_a_fresh_process(tmp_path):
+    # The runs, one per tokenizer kind, trained once, on JAX (TensorFlow's
+    # `keras-txl train` in a fresh process is test_cli.py's tiny run):
+    # each backend then loads and uses them, as a user a preset trained
+    # elsewhere.
+    trained = _child("jax", "train", tmp_path)
     for case in trained:
         assert case["status"] == 0, case
         assert case["err"] == "", case  # no library warnings
@@ -81,9 +83,17 @@ def test_a_user_in_a_fresh_process(backend, tmp_path):
     assert "bits per word" in trained[2]["out"]
     assert "character" not in trained[2]["out"], trained[2]["out"]
     assert "Sample (" not in trained[0]["out"]  # --sample-tokens 0
+    for backend in BACKENDS:
+        _use_the_runs(backend, tmp_path)
 
+
+def _use_the_runs(backend, tmp_path):
+    """In one new process on `backend`: `import keras_txl` alone loads
+    and generates from every run, then every subcommand runs; then the
+    real `keras-txl` command."""
     # `import keras_txl` alone registers what every run names.
-    loaded = _child(backend, "load", tmp_path)
+    used = _child(backend, "use", tmp_path)
+    loaded = used["load"]
     tokenizers = {
         "char": "CharacterTokenizer",
         "byte": "ByteTokenizer",
@@ -113,7 +123,7 @@ def test_a_user_in_a_fresh_process(backend, tmp_path):
         assert clone == original, (name, original, clone)
 
     # Each subcommand: success, and each documented error in one line.
-    cases = _child(backend, "cli", tmp_path)
+    cases = used["cli"]
     for case in cases["success"]:
         assert case["status"] == 0, case
         assert case["err"] == "", case
