@@ -125,3 +125,12 @@ def _documented_commands(name, heading):
 def test_documented_test_commands_are_ci_s(name, heading):
     ci = pytest_commands((REPO / ".ci" / "run").read_text())
     assert _documented_commands(name, heading) == ci
+
+
+def test_the_files_run_first_exist():
+    """`LONGEST_FIRST` (tests/conftest.py) names files of the suite: a
+    renamed one would quietly drop back to its alphabetical turn."""
+    from tests.conftest import LONGEST_FIRST
+
+    missing = [path for path in LONGEST_FIRST if not (REPO / path).is_file()]
+    assert not missing, missing
