@@ -6,6 +6,7 @@ from keras import ops
 from keras_txl.layers import AdaptiveEmbedding
 from keras_txl.layers import AdaptiveSoftmax
 from tests.test_case import FIXTURES
+from tests.test_case import to_numpy
 
 FIXTURE = FIXTURES / "official_adaptive_prelnorm.npz"
 
@@ -255,7 +256,7 @@ def test_clone_model_and_load_model_keep_the_tie(tmp_path):
         assert not originals & {id(w) for w in copy.weights}, how
         copy.set_weights(model.get_weights())
         np.testing.assert_allclose(
-            np.asarray(copy(ids)), np.asarray(model(ids)), atol=1e-6
+            to_numpy(copy(ids)), to_numpy(model(ids)), atol=1e-6
         )
 
 
