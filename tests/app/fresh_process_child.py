@@ -4,20 +4,18 @@
 - `train FOLDER`: tiny runs of every tokenizer kind (`keras-txl train`
   with `--tokenizer char`, `byte`, `word`, and `keras-txl convert` of the
   HuggingFace fixture for the WikiText-103 tokenizer), in FOLDER.
-- `load FOLDER`: after `import keras_txl` alone, each run through
-  `TransformerXLCausalLM.from_preset` and `keras_hub.models.CausalLM.
-  from_preset`, and generated text, and `keras.models.clone_model` of
-  tied adaptive models; prints JSON.
-- `cli FOLDER`: every subcommand on its success path and on its
-  documented errors, through `keras_txl.app.cli.main` in this process,
-  with what a user sees (stdout, stderr, exit status) of each; prints
-  JSON.
-- `use FOLDER`: `load`, then `cli`, in one process; prints both.
+- `use FOLDER`, in one process: after `import keras_txl` alone, each run
+  through `TransformerXLCausalLM.from_preset` and `keras_hub.models.
+  CausalLM.from_preset`, generated text, and `keras.models.clone_model`
+  of tied adaptive models (`load`); then every subcommand on its success
+  path and on its documented errors, through `keras_txl.app.cli.main`,
+  with what a user sees (stdout, stderr, exit status) of each (`cli`);
+  prints both as JSON.
 - `torch FOLDER`: on torch, a character run trained, evaluated, sampled
   and exported through `main`, and its logits of two segments; prints
   JSON.
 
-Imports nothing of keras_txl at module level: the `load` mode must start
+Imports nothing of keras_txl at module level: the `use` mode must start
 from `import keras_txl`.
 """
 
@@ -312,5 +310,4 @@ def use(folder):
 
 if __name__ == "__main__":
     mode, folder = sys.argv[1:]
-    modes = {"train": train, "load": load, "cli": cli, "torch": torch}
-    _report(dict(modes, use=use)[mode](folder))
+    _report({"train": train, "use": use, "torch": torch}[mode](folder))
