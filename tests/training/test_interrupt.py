@@ -97,7 +97,7 @@ def _same_threads():
     norms' gradients of gamma and beta and the full sum of a 512 x 128
     gradient (`global_clipnorm`) differ in their last bits between one
     and two threads (whichever CPU kernels, `ATEN_CPU_CAPABILITY`), and
-    the losses of this test's run with them (2.4e-7 at step 4). The
+    the losses of this test's run with them (up to 4.8e-7). The
     uninterrupted run below runs in this process, with the one thread of
     tests/conftest.py; a child left to torch's default takes one per
     core. A run resumes exactly with the threads it ran with: that is
