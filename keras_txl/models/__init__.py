@@ -1,7 +1,8 @@
 """Transformer-XL models: the backbone (and the Compressive
 Transformer's), the causal LM with the memory it carries between the
 batches of `fit`, `evaluate` and `predict`, its preprocessor and
-tokenizers, and `MemorySpec`, what a memory holds."""
+tokenizers, the text classifier that reads long documents with its
+memory, and `MemorySpec`, what a memory holds."""
 
 from keras_txl.models.byte_tokenizer import ByteTokenizer
 from keras_txl.models.character_tokenizer import CharacterTokenizer
@@ -14,6 +15,12 @@ from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
+from keras_txl.models.transformer_xl_text_classifier import (
+    TransformerXLTextClassifier,
+)
+from keras_txl.models.transformer_xl_text_classifier_preprocessor import (
+    TransformerXLTextClassifierPreprocessor,
+)
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
 
 __all__ = [
@@ -24,5 +31,7 @@ __all__ = [
     "TransformerXLBackbone",
     "TransformerXLCausalLM",
     "TransformerXLCausalLMPreprocessor",
+    "TransformerXLTextClassifier",
+    "TransformerXLTextClassifierPreprocessor",
     "TransformerXLTokenizer",
 ]
