@@ -8,7 +8,7 @@ the token cache); `encode` turns a text into one `np.int32` array of ids,
 `get_config` (the word vocabulary as a keras-hub asset) and work inside
 `tf.data`:
 
-- `"byte"`: `keras_txl.models.ByteTokenizer(lowercase=False)` (keras-hub's,
+- `"byte"`: `keras_txl.models.Utf8ByteTokenizer(lowercase=False)` (keras-hub's,
   savable in a preset): the UTF-8 bytes of the text, 256 ids (enwik8 in
   the Transformer-XL paper).
 - `"char"`: `keras_txl.models.CharacterTokenizer`: one id per distinct
@@ -53,8 +53,8 @@ from keras_txl.data.token_cache import FORMAT_VERSION
 from keras_txl.data.token_cache import cached_ids
 from keras_txl.data.token_cache import cached_json
 from keras_txl.data.token_cache import id_dtype
-from keras_txl.models import ByteTokenizer
 from keras_txl.models import CharacterTokenizer
+from keras_txl.models import Utf8ByteTokenizer
 from keras_txl.models.transformer_xl_tokenizer import END_OF_LINE_TOKEN
 from keras_txl.models.transformer_xl_tokenizer import is_whole_word_tokenizer
 from keras_txl.models.transformer_xl_tokenizer import join_words
@@ -122,7 +122,7 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
                 "A byte tokenizer has 256 ids: `vocabulary_size` must be "
                 f"None or 256. Received: vocabulary_size={vocabulary_size}"
             )
-        return ByteTokenizer(lowercase=False)
+        return Utf8ByteTokenizer(lowercase=False)
     if isinstance(corpus, Corpus):
         if kind == "word" and corpus.word_list is not None:
             return _word_list_tokenizer(corpus.word_list, vocabulary_size)

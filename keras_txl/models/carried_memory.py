@@ -29,7 +29,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.models.memory_state import MemoryReset
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
 from keras_txl.models.transformer_xl_backbone import lora_enabled
 from keras_txl.utils.validation import check_optional_positive_int

@@ -57,7 +57,7 @@ class TransformerXLCausalLM(
       memory_state`) and attends to it, so consecutive batches of ordered
       segments (row `b` of batch `i + 1` continues row `b` of batch `i`)
       see the text before them. The first batch fixes the batch size;
-      `reset_memory()` forgets, and a `keras_txl.training.MemoryReset`
+      `reset_memory()` forgets, and a `keras_txl.models.MemoryReset`
       callback (added unless given) does at each epoch start and before
       each evaluation and prediction.
 

@@ -19,7 +19,7 @@ import keras
 import keras_hub
 import numpy as np
 
-from keras_txl.models.character_tokenizer import VocabularyTokenizer
+from keras_txl.models.vocabulary_tokenizer import VocabularyTokenizer
 from keras_txl.utils.missing_extra_error import import_extra
 from keras_txl.utils.restricted_unpickler import restricted_loads
 

@@ -2,7 +2,7 @@
 `model.fit` on ordered segments: metrics, the paper's schedule, memory
 resets and evaluation with another memory length."""
 
-from keras_txl.models.memory_state import MemoryReset
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.training.dynamic_evaluation import dynamic_evaluation
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.evaluation import evaluate_segments
