@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.test_layout import PUBLIC
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -33,6 +35,11 @@ def test_mkdocs_build_strict_documents_call_arguments(tmp_path):
         env={"NO_MKDOCS_2_WARNING": "1", **os.environ},
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    # Each package's page documents its public names, and no other.
+    for package, names in PUBLIC.items():
+        page = (tmp_path / f"site/api/{package}/index.html").read_text()
+        entries = re.findall(rf'id="keras_txl\.{package}\.(\w+)"', page)
+        assert sorted(set(entries)) == sorted(names), package
     page = (tmp_path / "site/api/layers/index.html").read_text()
     rmha = _section(page, "keras_txl.layers.RelativeMultiHeadAttention")
     # The "Call arguments:" section is rendered as one, with each

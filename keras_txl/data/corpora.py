@@ -14,7 +14,8 @@ tokenizer from them and `keras_txl.data.corpus_ids` their token ids.
 - `"one_billion_word"`: the extracted archive at `path`.
 
 Problems with the corpus (missing or empty file, failed download or
-checksum) raise `keras_txl.data.CorpusError` with a one-line message.
+checksum) raise `CorpusError` (`data/text_source.py`, a `ValueError`)
+with a one-line message.
 
 Example:
 

@@ -5,13 +5,13 @@ import zipfile
 import numpy as np
 import pytest
 
-from keras_txl.data import CORPORA
-from keras_txl.data import CorpusError
 from keras_txl.data import corpora
 from keras_txl.data import corpus_ids
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
+from keras_txl.data.corpora import CORPORA
 from keras_txl.data.corpora import HELD_OUT_SIZE
+from keras_txl.data.text_source import CorpusError
 from keras_txl.data.text_source import read_chunks
 from keras_txl.data.text_source import text_chunks
 

@@ -1,9 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_txl.data import CorpusError
 from keras_txl.data import corpus_ids
-from keras_txl.data import encode
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
 from keras_txl.data import one_billion_word_dataset
@@ -13,6 +11,8 @@ from keras_txl.data.one_billion_word import HELDOUT_FILE
 from keras_txl.data.one_billion_word import HELDOUT_FOLDER
 from keras_txl.data.one_billion_word import TRAIN_FOLDER
 from keras_txl.data.one_billion_word import _shuffled_sentences
+from keras_txl.data.text_source import CorpusError
+from keras_txl.data.tokenization import encode
 
 WORDS = [f"w{i}" for i in range(40)]
 

@@ -4,19 +4,19 @@ import zipfile
 import numpy as np
 import pytest
 
-from keras_txl.data import CorpusError
 from keras_txl.data import corpus_ids
-from keras_txl.data import encode
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
 from keras_txl.data import segment_dataset
 from keras_txl.data import text_source
-from keras_txl.data import token_cache_entries
 from keras_txl.data import tokenization
 from keras_txl.data.corpora import HELD_OUT_SIZE
 from keras_txl.data.corpora import _split_text
+from keras_txl.data.text_source import CorpusError
 from keras_txl.data.text_source import TextSource
 from keras_txl.data.text_source import text_chunks
+from keras_txl.data.token_cache import token_cache_entries
+from keras_txl.data.tokenization import encode
 from keras_txl.data.tokenization import tokenizer_fingerprint
 
 CORPUS = os.path.join(

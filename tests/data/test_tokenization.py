@@ -3,11 +3,11 @@ import keras_hub
 import numpy as np
 import pytest
 
-from keras_txl.data import CorpusError
-from keras_txl.data import decode
-from keras_txl.data import encode
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
+from keras_txl.data.text_source import CorpusError
+from keras_txl.data.tokenization import decode
+from keras_txl.data.tokenization import encode
 from keras_txl.models import CharacterTokenizer
 from tests.test_case import DATA
 
