@@ -38,8 +38,15 @@ def test_mkdocs_build_strict_documents_call_arguments(tmp_path):
     # Each package's page documents its public names, and no other.
     for package, names in PUBLIC.items():
         page = (tmp_path / f"site/api/{package}/index.html").read_text()
-        entries = re.findall(rf'id="keras_txl\.{package}\.(\w+)"', page)
-        assert sorted(set(entries)) == sorted(names), package
+        # (A function that shares its module's name is rendered from the
+        # module: `keras_txl.training.dynamic_evaluation.dynamic_evaluation`.)
+        pattern = rf'id="keras_txl\.{package}\.(?:(\w+)\.)?(\w+)"'
+        entries = {
+            name
+            for module, name in re.findall(pattern, page)
+            if module in ("", name)
+        }
+        assert sorted(entries) == sorted(names), package
     page = (tmp_path / "site/api/layers/index.html").read_text()
     rmha = _section(page, "keras_txl.layers.RelativeMultiHeadAttention")
     # The "Call arguments:" section is rendered as one, with each

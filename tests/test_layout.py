@@ -173,4 +173,8 @@ def test_the_api_site_lists_every_public_name():
         page = (REPO / "docs" / "api" / f"{package}.md").read_text("utf-8")
         assert f"::: keras_txl.{package}\n" in page, package
         members = re.findall(r"^ +- (\w+)$", page, re.M)
+        # A function that shares its module's name, rendered from it.
+        members += re.findall(
+            rf"^::: keras_txl\.{package}\.(\w+)\.\1$", page, re.M
+        )
         assert sorted(members) == sorted(_package_all(package)), package
