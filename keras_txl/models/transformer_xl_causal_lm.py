@@ -512,8 +512,9 @@ class TransformerXLCausalLM(
         A saved optimizer has its slot variables only if it was built
         (the model was trained); one that was not has just its 2 scalars.
         Which one was saved is known only when Keras hands the optimizer
-        its saved variables, so the optimizer is built then, to match
-        (built up front, an untrained save warns and is skipped)."""
+        its saved variables, so the optimizer is built then, to match:
+        built up front, an untrained save would be skipped with a
+        warning, and left unbuilt, a trained one would lose its state."""
         self.compile(**keras.saving.deserialize_keras_object(config))
         optimizer = self.optimizer
         variables = self.trainable_variables
