@@ -34,11 +34,11 @@ from keras_txl.utils.damaged_file_error import DamagedFileError
 from keras_txl.utils.saved_files import PRESET_WEIGHTS_FILES
 from keras_txl.utils.saved_files import check_preset_files
 from keras_txl.utils.saved_files import check_weights_fit
+from keras_txl.utils.tensor_values import is_concrete
+from keras_txl.utils.token_data import check_token_ids
+from keras_txl.utils.token_data import in_vocabulary
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_token_ids
-from keras_txl.utils.validation import in_vocabulary
-from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")

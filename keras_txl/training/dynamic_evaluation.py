@@ -117,9 +117,9 @@ def dynamic_evaluation(
     """
     import numpy as np
 
+    from keras_txl.utils.token_data import check_token_ids
     from keras_txl.utils.validation import check_positive_float
     from keras_txl.utils.validation import check_positive_int
-    from keras_txl.utils.validation import check_token_ids
 
     settings = _check_settings(
         method, learning_rate, decay, calibration_ids, epsilon
