@@ -37,12 +37,18 @@ def test_no_module_of_the_library_or_benchmarks_passes_800_lines():
 
 
 def test_benchmarks_answer_a_question_each():
-    files = [
-        p for p in repository_files() if p.is_relative_to(REPO / "benchmarks")
+    """Each script of benchmarks/ opens with the one question or job it
+    has (no count of files or lines: issue 52 found the 3,500-line cap met
+    by trimming)."""
+    files = _python_files("benchmarks")
+    assert len(files) > 5
+    silent = [
+        p.name
+        for p in files
+        if p.name != "__init__.py"
+        and not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))
     ]
-    lines = sum(_lines(p) for p in files if p.suffix == ".py")
-    assert len(files) <= 12, sorted(p.name for p in files)
-    assert lines <= 3500, lines
+    assert not silent, f"say what these benchmark scripts answer: {silent}"
 
 
 def _all(tree):
