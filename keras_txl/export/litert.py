@@ -51,7 +51,6 @@ from keras_txl.export.saved_model import SERVING_SIGNATURE
 from keras_txl.export.saved_model import _check_destination
 from keras_txl.export.saved_model import _check_export_args
 from keras_txl.export.saved_model import export_saved_model
-from keras_txl.export.saved_model import register_format_exporter
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
@@ -249,6 +248,3 @@ def check_litert(lm, model, num_segments=CHECK_SEGMENTS, strict=True, seed=0):
             "with the model's config."
         )
     return difference
-
-
-register_format_exporter("litert", export_litert)

@@ -58,9 +58,6 @@ import tempfile
 import keras
 
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
-from keras_txl.models.transformer_xl_causal_lm import (
-    register_saved_model_exporter,
-)
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
@@ -71,15 +68,6 @@ SERVING_SIGNATURE = "serving_default"
 INITIAL_MEMORY_SIGNATURE = "initial_memory"
 # `export_main`'s formats: a TensorFlow SavedModel, a LiteRT flatbuffer.
 EXPORT_FORMATS = ("saved_model", "litert")
-# The exporters of the formats other than the SavedModel, by name.
-_FORMAT_EXPORTERS = {}
-
-
-def register_format_exporter(name, exporter):
-    """Registers `exporter(lm, out_dir, batch_size, segment_length,
-    memory_length, quantize, overwrite, verbose)` for
-    `export_main(format=name)`."""
-    _FORMAT_EXPORTERS[name] = exporter
 
 
 def _check_export_args(batch_size, segment_length, memory_length):
@@ -299,8 +287,9 @@ def export_main(
     if memory_length is None:
         memory_length = lm.carried_memory_length
     if litert:
-        # `keras_txl.export.litert` registers it (it imports this module).
-        export_litert = _FORMAT_EXPORTERS["litert"]
+        # Imported here: `litert.py` builds on this module.
+        from keras_txl.export.litert import export_litert
+
         export_litert(
             lm,
             out_dir,
@@ -507,6 +496,3 @@ def _write_archive(archive, path, verbose):
     were, and no folder it had to create."""
     with AtomicFolder(path) as folder:
         archive.write_out(folder.path, verbose=verbose)
-
-
-register_saved_model_exporter(export_saved_model)
