@@ -1,6 +1,6 @@
-"""The house's shape, kept: `models/` in keras-hub's size, no file past
-700 lines, one benchmark per question, and a public surface that
-docs/design.md lists. Read from the files: nothing is imported but the
+"""The house's shape, kept: no file past 800 lines, one benchmark per
+question, and a public surface that docs/design.md lists. (No count of
+files: a package is split by concept, issue 52.) Read from the files: nothing is imported but the
 packages' `__all__`."""
 
 import ast
@@ -9,7 +9,7 @@ import re
 from tests.test_case import REPO
 from tests.test_case import repository_files
 
-MAX_LINES = 700
+MAX_LINES = 800
 
 
 def _python_files(folder):
@@ -25,13 +25,7 @@ def _lines(path):
         return sum(1 for _ in file)
 
 
-def test_models_has_at_most_twelve_files():
-    files = [p for p in _python_files("keras_txl/models")]
-    names = sorted(p.name for p in files if p.name != "__init__.py")
-    assert len(names) <= 12, names
-
-
-def test_no_module_of_the_library_or_benchmarks_passes_700_lines():
+def test_no_module_of_the_library_or_benchmarks_passes_800_lines():
     files = _python_files("keras_txl") + _python_files("benchmarks")
     assert len(files) > 50
     long = {
