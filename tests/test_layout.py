@@ -1,7 +1,7 @@
 """The house's shape, kept: no file past 800 lines, one benchmark per
-question, and a public surface that docs/design.md lists. (No count of
-files: a package is split by concept, issue 52.) Read from the files: nothing is imported but the
-packages' `__all__`."""
+question, and a public surface that docs/design.md lists (no count of
+files: a package is split by concept, issue 52). Read from the files:
+nothing is imported but the packages' `__all__`."""
 
 import ast
 import re

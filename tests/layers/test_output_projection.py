@@ -1,6 +1,5 @@
 import doctest
 
-import keras
 import numpy as np
 import pytest
 

@@ -171,3 +171,17 @@ def test_right_padding_changes_no_score_before_it(lm):
 def test_bad_arguments_say_what_to_fix(lm, kwargs, message):
     with pytest.raises(ValueError, match=message):
         lm.score(_ids((1, 4)), **kwargs)
+
+
+def test_the_compiled_steps_do_not_keep_the_model_alive():
+    # `score` keeps its compiled step for the model (not on it): a model
+    # scored and dropped is freed.
+    import gc
+    import weakref
+
+    model = tiny_lm(seed=1)
+    model.score(np.zeros((1, 5), "int32"), segment_length=4)
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None

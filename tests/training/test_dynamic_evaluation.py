@@ -180,3 +180,17 @@ def test_lower_loss_than_static_on_a_shifted_domain():
         lm, shifted, learning_rate=0.002, method="rms", **kwargs
     )
     assert dynamic["bits_per_character"] < static["bits_per_character"]
+
+
+def test_the_compiled_stepper_does_not_keep_the_model_alive(text):
+    # Kept for the model (not on it): a model evaluated and dropped is
+    # freed.
+    import gc
+    import weakref
+
+    model = training_lm(V, T)
+    dynamic_evaluation(model, text[:40], segment_length=T, learning_rate=0.01)
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None
