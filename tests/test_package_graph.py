@@ -523,3 +523,16 @@ def test_private_use_check_sees_the_forms_it_claims():
         "lm._steps",
         "model._stepper",
     ]
+
+
+def test_no_private_name_is_imported_from_another_file():
+    # Across packages the arrows test already fails; this one sees a
+    # private name shared between two files of one package too.
+    found = [
+        f"{module} imports {imported}.{name}"
+        for module, path in _modules().items()
+        for imported, names in _imports(path, module_level_only=False)
+        for name in names
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    assert not found, "private names across files:\n" + "\n".join(found)

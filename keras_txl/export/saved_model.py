@@ -70,7 +70,9 @@ INITIAL_MEMORY_SIGNATURE = "initial_memory"
 EXPORT_FORMATS = ("saved_model", "litert")
 
 
-def _check_export_args(batch_size, segment_length, memory_length):
+def check_export_args(batch_size, segment_length, memory_length):
+    """The export's `(batch_size, segment_length, memory_length)`,
+    checked (the SavedModel's and LiteRT's)."""
     batch_size = check_optional_positive_int("batch_size", batch_size)
     segment_length = check_optional_positive_int(
         "segment_length", segment_length
@@ -80,7 +82,9 @@ def _check_export_args(batch_size, segment_length, memory_length):
     return batch_size, segment_length, memory_length
 
 
-def _check_destination(path, overwrite):
+def check_destination(path, overwrite):
+    """Refuses to write over `path` unless it is empty or `overwrite`
+    (the SavedModel's and LiteRT's)."""
     path = os.fspath(path)
     check_bool("overwrite", overwrite)
     exists = os.path.exists(path)
@@ -148,10 +152,10 @@ def export_saved_model(
         )
     if memory_length is None:
         memory_length = lm.carried_memory_length
-    batch_size, segment_length, memory_length = _check_export_args(
+    batch_size, segment_length, memory_length = check_export_args(
         batch_size, segment_length, memory_length
     )
-    path = _check_destination(path, overwrite)
+    path = check_destination(path, overwrite)
     if keras.config.backend() != "tensorflow":
         with tempfile.TemporaryDirectory(prefix="keras_txl_export_") as tmp:
             lm.save(os.path.join(tmp, run_folder.MODEL_FILE))
@@ -245,7 +249,7 @@ def export_main(
         memory_length = run.get("eval_memory_length") or run.get(
             "memory_length"
         )
-    batch_size, segment_length, _ = _check_export_args(
+    batch_size, segment_length, _ = check_export_args(
         batch_size, segment_length, memory_length or 1
     )
     if not run_folder.has_model(model_dir):
@@ -263,7 +267,7 @@ def export_main(
             "config.json (the backbone's config): copy the whole folder "
             "that `keras-txl train` or `keras-txl convert` wrote."
         )
-    out_dir = _check_destination(out_dir, overwrite)
+    out_dir = check_destination(out_dir, overwrite)
     if keras.config.backend() != "tensorflow":
         _export_in_tensorflow_process(
             model_dir,
