@@ -69,10 +69,12 @@ class TransformerXLCausalLM(
     defaults to the paper's training: the mean negative log-likelihood per
     token (nats), Adam with global gradient-norm clipping at 0.25, and
     bits per character, perplexity and the last batch's loss as metrics.
-    The output layer is tied to the token embedding, with a bias, as in the
-    authors' code, or has its own kernel; logits are float32 under any
-    dtype policy. With a `CompressiveTransformerXLBackbone` the memory
-    holds the compressed memory too, and `fit` and `evaluate` report the
+    The output layer (`lm.output_projection`, an `OutputProjection` of
+    `keras_txl/layers/output_projection.py`) is tied to the token
+    embedding, with a bias, as in the authors' code, or has its own
+    kernel; logits are float32 under any dtype policy. With a
+    `CompressiveTransformerXLBackbone` the memory holds the compressed
+    memory too, and `fit` and `evaluate` report the
     attention-reconstruction loss as the metric `"reconstruction_loss"`.
 
     With an adaptive backbone (`cutoffs`, `div_val` or `embedding_dim`),
