@@ -49,7 +49,7 @@ class OutputProjection(keras.layers.Layer):
     >>> projection = OutputProjection(vocabulary_size=50)
     >>> hidden = np.random.normal(size=(2, 4, 16)).astype("float32")
     >>> logits = projection(hidden, embedding.embeddings)
-    >>> tuple(logits.shape), str(logits.dtype).split(".")[-1]
+    >>> tuple(logits.shape), keras.backend.standardize_dtype(logits.dtype)
     ((2, 4, 50), 'float32')
     """
 
