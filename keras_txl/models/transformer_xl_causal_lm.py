@@ -29,6 +29,7 @@ from keras_txl.models.carried_memory import CarriedMemory
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.per_token_loss import PerTokenLoss
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_backbone import check_vocabulary_layout
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
@@ -179,6 +180,12 @@ class TransformerXLCausalLM(
             # as when they were the model's own (the order in which the
             # optimizer's slots of runs saved then are).
             if output_layer is None:
+                for name, axis in (("output_kernel", 1), ("output_bias", 0)):
+                    check_vocabulary_layout(
+                        f"output_projection/{name}",
+                        backbone.vocabulary_size,
+                        axis,
+                    )
                 output_layer = OutputProjection(
                     vocabulary_size=backbone.vocabulary_size,
                     tie_weights=self.tie_weights,
