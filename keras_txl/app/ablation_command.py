@@ -175,9 +175,9 @@ def add_ablate_parser(subparsers):
 
 def run_ablate_command(args):
     """Runs `keras-txl ablate` with parsed arguments; returns 0."""
-    from keras_txl.ablation import markdown_report
     from keras_txl.ablation import run_ablation
     from keras_txl.ablation.report import PICTURES
+    from keras_txl.ablation.report import markdown_report
     from keras_txl.ablation.report import picture_series
     from keras_txl.app.plots import plot_lines
     from keras_txl.app.sizes import size_arguments
@@ -276,7 +276,7 @@ def run_recl_command(args):
     import keras
 
     from keras_txl.ablation import compare_contexts
-    from keras_txl.ablation import validation_characters
+    from keras_txl.ablation.study import validation_characters
 
     ids, vocabulary = validation_characters(
         _read_corpus(args.corpus), args.eval_tokens

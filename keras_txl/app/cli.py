@@ -368,7 +368,7 @@ def _generate(args):
 
 
 def _export(args):
-    from keras_txl.export import export_main
+    from keras_txl.export.saved_model import export_main
 
     export_main(
         args.model_dir,
@@ -434,14 +434,16 @@ def _cache_parser(subparsers):
 
 
 def _cache(args):
-    from keras_txl import data
+    from keras_txl.data.token_cache import clear_token_cache
+    from keras_txl.data.token_cache import token_cache_entries
+    from keras_txl.data.token_cache import token_cache_folder
 
-    folder = data.token_cache_folder()
+    folder = token_cache_folder()
     if args.clear:
-        count, size = data.clear_token_cache()
+        count, size = clear_token_cache()
         print(f"Removed {count} files ({size / 2**20:,.1f} MiB): {folder}")
         return 0
-    entries = data.token_cache_entries()
+    entries = token_cache_entries()
     total = sum(entry["bytes"] for entry in entries)
     print(
         f"Token cache: {folder} ({len(entries)} entries, "
@@ -638,7 +640,7 @@ def _one_line_errors():
     """The errors that the command prints as one line, without a
     traceback: bad input, a file that cannot be used, a run that
     diverged, an optional package that is not installed."""
-    from keras_txl.training import TrainingDiverged
+    from keras_txl.training.nan_guard import TrainingDiverged
     from keras_txl.utils.missing_extra_error import MissingExtraError
 
     return (ValueError, OSError, TrainingDiverged, MissingExtraError)

@@ -50,7 +50,7 @@ def evaluate(
             right, as `TransformerXLCausalLM.score` reads it); else the
             run's batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
-        dataset: optional name of `keras_txl.data.CORPORA` (`"enwik8"`,
+        dataset: optional name of `keras_txl.data.corpora.CORPORA` (`"enwik8"`,
             ...; `"builtin"` with `corpus`: the text file the run held
             `valid_fraction` of): score its `split` instead of a file.
         split: `"valid"`, `"test"` or `None` (test when the corpus has
@@ -82,6 +82,7 @@ def evaluate(
         and `text` (what was scored).
     """
     from keras_txl import data
+    from keras_txl.data.token_cache import token_cache_writes
 
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
@@ -101,7 +102,7 @@ def evaluate(
             run_config.get("dataset", "builtin"),
             run_config.get("corpus"),
         )
-        pending = data.token_cache_writes(store=trained_on, log=log)
+        pending = token_cache_writes(store=trained_on, log=log)
         try:
             with pending.active():
                 splits = data.corpus_ids(
@@ -127,7 +128,7 @@ def evaluate(
         name = f"{dataset} {split}"
         training_ids = splits.train
     else:
-        with data.token_cache_writes(store=False).active():  # one-off text
+        with token_cache_writes(store=False).active():  # one-off text
             text = data.load_corpus("builtin", corpus, valid_fraction=0.0)
             ids = data.corpus_ids(tokenizer, text.train, log=log)
         name = os.fspath(corpus)

@@ -40,12 +40,37 @@ def _missing_model(path):
     )
 
 
+def _missing_source(source):
+    """The error of a `convert` SOURCE that looks like a local path (not
+    an `hf://`-style handle or a preset name) and is not there, or
+    `None`."""
+    local = os.sep in source or source.startswith(".")
+    if "://" in source or not local or os.path.exists(source):
+        return None
+    return (
+        f"SOURCE '{source}' does not exist. Pass a HuggingFace "
+        "Transformer-XL folder or hf:// handle, a folder of the authors' "
+        "TensorFlow checkpoint with its config.json, or a keras-hub preset "
+        f"(relative paths start at {os.getcwd()})."
+    )
+
+
 def check_paths(args):
     """The first error of the files and folders that `args` names (a
-    missing corpus, a MODEL_DIR without a model), or `None`: checked
+    missing corpus, a MODEL_DIR without a model, a missing `recl` MODEL or
+    `convert` SOURCE), or `None`: checked
     before Keras is imported, so that the mistake comes back at once."""
     if args.command in ("evaluate", "generate", "export"):
         error = _missing_model(args.model_dir)
+        if error:
+            return error
+    if args.command == "recl":
+        for model in args.models:
+            error = _missing_file(model, "MODEL")
+            if error:
+                return error + " Pass a .keras file that `ablate` saved."
+    if args.command == "convert":
+        error = _missing_source(args.source)
         if error:
             return error
     corpus = getattr(args, "corpus", None)

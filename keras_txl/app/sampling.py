@@ -36,12 +36,14 @@ def make_sampler(name, top_k=None, top_p=None, seed=None):
     if top_k is not None and name not in ("top_k", "top_p"):
         raise ValueError(
             f"top_k={top_k} applies to the 'top_k' and 'top_p' samplers "
-            f"only. Received: sampler={name!r}"
+            f"only. Received: sampler={name!r}. Pass sampler='top_k' "
+            "(`--sampler top_k`), or leave top_k out."
         )
     if top_p is not None and name != "top_p":
         raise ValueError(
             f"top_p={top_p} applies to the 'top_p' sampler only. "
-            f"Received: sampler={name!r}"
+            f"Received: sampler={name!r}. Pass sampler='top_p' "
+            "(`--sampler top_p`), or leave top_p out."
         )
     if top_k is not None:
         top_k = check_positive_int("top_k", top_k)
@@ -187,11 +189,11 @@ def _preprocessor(tokenizer):
     """The preprocessor of `lm.generate("text")` for `tokenizer`. A
     keras-hub `ByteTokenizer` (runs saved before keras-txl had its own)
     becomes keras-txl's, which writes whole characters only."""
-    from keras_txl.models import ByteTokenizer
     from keras_txl.models import TransformerXLCausalLMPreprocessor
+    from keras_txl.models import Utf8ByteTokenizer
 
     if type(tokenizer) is keras_hub.tokenizers.ByteTokenizer:
-        tokenizer = ByteTokenizer.from_config(tokenizer.get_config())
+        tokenizer = Utf8ByteTokenizer.from_config(tokenizer.get_config())
     return TransformerXLCausalLMPreprocessor(tokenizer)
 
 

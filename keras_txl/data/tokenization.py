@@ -8,7 +8,7 @@ the token cache); `encode` turns a text into one `np.int32` array of ids,
 `get_config` (the word vocabulary as a keras-hub asset) and work inside
 `tf.data`:
 
-- `"byte"`: `keras_txl.models.ByteTokenizer(lowercase=False)` (keras-hub's,
+- `"byte"`: `keras_txl.models.Utf8ByteTokenizer(lowercase=False)` (keras-hub's,
   savable in a preset): the UTF-8 bytes of the text, 256 ids (enwik8 in
   the Transformer-XL paper).
 - `"char"`: `keras_txl.models.CharacterTokenizer`: one id per distinct
@@ -53,8 +53,8 @@ from keras_txl.data.token_cache import FORMAT_VERSION
 from keras_txl.data.token_cache import cached_ids
 from keras_txl.data.token_cache import cached_json
 from keras_txl.data.token_cache import id_dtype
-from keras_txl.models import ByteTokenizer
 from keras_txl.models import CharacterTokenizer
+from keras_txl.models import Utf8ByteTokenizer
 from keras_txl.models.transformer_xl_tokenizer import END_OF_LINE_TOKEN
 from keras_txl.models.transformer_xl_tokenizer import is_whole_word_tokenizer
 from keras_txl.models.transformer_xl_tokenizer import join_words
@@ -63,12 +63,14 @@ from keras_txl.utils.validation import check_optional_positive_int
 KINDS = ("byte", "char", "word")
 UNKNOWN_TOKEN = "<unk>"
 # `WordPieceTokenizer` maps longer words to its `oov_token`.
-_MAX_WORD_BYTES = 100
+MAX_WORD_BYTES = 100
 # Words per chunk in `encode`, to bound the memory of word lists.
 _WORDS_PER_CHUNK = 1 << 20
 
 
-def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
+def make_tokenizer(
+    kind, corpus=None, vocabulary_size=None, token_cache_dir=None
+):
     """Builds a tokenizer whose vocabulary comes from a text or a corpus.
 
     Args:
@@ -92,7 +94,7 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
             `<unk>`. `"word"`: `None` keeps every
             word; an int keeps `<unk>`, `<eos>` and the
             `vocabulary_size - 2` most frequent words.
-        cache_dir: optional token cache folder.
+        token_cache_dir: optional token cache folder.
 
     Returns:
         A `keras_hub.tokenizers.Tokenizer`; `tokenizer.vocabulary_size()`
@@ -122,7 +124,7 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
                 "A byte tokenizer has 256 ids: `vocabulary_size` must be "
                 f"None or 256. Received: vocabulary_size={vocabulary_size}"
             )
-        return ByteTokenizer(lowercase=False)
+        return Utf8ByteTokenizer(lowercase=False)
     if isinstance(corpus, Corpus):
         if kind == "word" and corpus.word_list is not None:
             return _word_list_tokenizer(corpus.word_list, vocabulary_size)
@@ -140,7 +142,9 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
             )
         else:
             sources = [s for part in corpus for s in part_sources(part)]
-            return _counted_tokenizer(kind, sources, vocabulary_size, cache_dir)
+            return _counted_tokenizer(
+                kind, sources, vocabulary_size, token_cache_dir
+            )
     if not isinstance(corpus, str) or not corpus:
         raise CorpusError(
             f"A {kind} tokenizer needs a non-empty training text for its "
@@ -164,7 +168,7 @@ class CorpusIds(NamedTuple):
     test: np.ndarray
 
 
-def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
+def corpus_ids(tokenizer, corpus, token_cache_dir=None, log=None):
     """The token ids of a corpus's parts: those of a file tokenized once
     into the token cache and memory-mapped, so a second run starts in
     seconds and a corpus costs 1, 2 or 4 bytes per token however large it
@@ -174,7 +178,7 @@ def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
         tokenizer: a tokenizer of `make_tokenizer` (or any `encode` takes).
         corpus: a `Corpus` of `keras_txl.data.load_corpus`, or one part of
             it (`corpus.valid`).
-        cache_dir: optional token cache folder.
+        token_cache_dir: optional token cache folder.
         log: optional function that prints a line when a file is
             tokenized.
 
@@ -200,7 +204,10 @@ def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
     if isinstance(corpus, Corpus):
         return CorpusIds(
             tokenizer,
-            *(corpus_ids(tokenizer, part, cache_dir, log) for part in corpus),
+            *(
+                corpus_ids(tokenizer, part, token_cache_dir, log)
+                for part in corpus
+            ),
         )
     if isinstance(corpus, str):
         return encode(tokenizer, corpus)
@@ -209,7 +216,7 @@ def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
         tokenizer_fingerprint(tokenizer),
         id_dtype(int(tokenizer.vocabulary_size())),
         lambda source: _encode_pieces(tokenizer, source),
-        cache_dir,
+        token_cache_dir,
         log,
     )
 
@@ -262,9 +269,9 @@ def encode(tokenizer, text):
     >>> encode(make_tokenizer("byte"), "hé").tolist()
     [104, 195, 169]
     """
-    if isinstance(text, bytes) and not _is_plain_byte_tokenizer(tokenizer):
+    if isinstance(text, bytes) and not is_plain_byte_tokenizer(tokenizer):
         text = text.decode("utf-8", "surrogateescape")
-    if _is_plain_byte_tokenizer(tokenizer):
+    if is_plain_byte_tokenizer(tokenizer):
         if isinstance(text, str):
             text = text.encode("utf-8", "surrogateescape")
         ids = np.frombuffer(text, np.uint8)
@@ -277,7 +284,7 @@ def encode(tokenizer, text):
             ids = tokenizer.tokenize(text)
         except ValueError as error:
             raise CorpusError(str(error)) from error
-    elif _is_word_tokenizer(tokenizer):
+    elif is_word_tokenizer(tokenizer):
         ids = _encode_words(tokenizer, text)
     else:
         ids = tokenizer.tokenize(text)
@@ -311,14 +318,14 @@ def decode(tokenizer, token_ids):
     if hasattr(token_ids, "flat_values"):  # a tf.RaggedTensor
         token_ids = token_ids.flat_values
     ids = np.asarray(token_ids).reshape(-1).astype(np.int64)
-    if _is_plain_byte_tokenizer(tokenizer):
+    if is_plain_byte_tokenizer(tokenizer):
         if ids.size and (ids.min() < 0 or ids.max() > 255):
             raise ValueError(
                 "Byte token ids must be in [0, 256). Received ids in "
                 f"[{ids.min()}, {ids.max()}]."
             )
         return bytes(ids.astype(np.uint8)).decode("utf-8", "surrogateescape")
-    if _is_word_tokenizer(tokenizer):
+    if is_word_tokenizer(tokenizer):
         return join_words(tokenizer.get_vocabulary(), ids)
     text = tokenizer.detokenize(ids)
     tf = sys.modules.get("tensorflow")  # no TensorFlow, no tf.Tensor
@@ -371,7 +378,7 @@ def _word_tokenizer_from_counts(counts, vocabulary_size=None):
         word
         for word, _ in counts.most_common()
         if word not in reserved
-        and len(word.encode("utf-8", "surrogatepass")) <= _MAX_WORD_BYTES
+        and len(word.encode("utf-8", "surrogatepass")) <= MAX_WORD_BYTES
     ]
     if not words:
         raise CorpusError(
@@ -407,7 +414,7 @@ def _word_list_tokenizer(path, vocabulary_size):
     return _word_tokenizer(reserved + words)
 
 
-def _counted_tokenizer(kind, sources, vocabulary_size, cache_dir):
+def _counted_tokenizer(kind, sources, vocabulary_size, token_cache_dir):
     """The `kind` tokenizer of the text of `sources` (files), counted chunk
     by chunk; its vocabulary is cached until a source changes."""
 
@@ -448,7 +455,7 @@ def _counted_tokenizer(kind, sources, vocabulary_size, cache_dir):
         },
         sources,
         count,
-        cache_dir,
+        token_cache_dir,
     )
     if kind == "char":
         return CharacterTokenizer(
@@ -473,7 +480,9 @@ def _word_tokenizer(vocabulary):
     )
 
 
-def _is_plain_byte_tokenizer(tokenizer):
+def is_plain_byte_tokenizer(tokenizer):
+    """Whether `tokenizer` is keras-hub's `ByteTokenizer` as is (bytes
+    to ids, no lowercasing)."""
     return (
         isinstance(tokenizer, keras_hub.tokenizers.ByteTokenizer)
         and not tokenizer.lowercase
@@ -492,7 +501,8 @@ def _is_plain_codepoint_tokenizer(tokenizer):
     )
 
 
-def _is_word_tokenizer(tokenizer):
+def is_word_tokenizer(tokenizer):
+    """Whether `tokenizer` splits whole words and pads no sequence."""
     return is_whole_word_tokenizer(tokenizer) and not tokenizer.sequence_length
 
 
@@ -519,7 +529,7 @@ def _encode_words(tokenizer, text, last_line_ends=True):
         index = {
             word: i
             for i, word in enumerate(vocabulary)
-            if len(word.encode("utf-8", "surrogatepass")) <= _MAX_WORD_BYTES
+            if len(word.encode("utf-8", "surrogatepass")) <= MAX_WORD_BYTES
         }
         unknown = tokenizer.token_to_id(tokenizer.oov_token)
 
@@ -553,10 +563,10 @@ def _encode_words(tokenizer, text, last_line_ends=True):
 def _encode_pieces(tokenizer, source):
     """The ids of a `TextSource`, chunk by chunk, as `encode` gives them
     for its whole text."""
-    if _is_plain_byte_tokenizer(tokenizer):
+    if is_plain_byte_tokenizer(tokenizer):
         for chunk in read_chunks(source):
             yield np.frombuffer(chunk, np.uint8)
-    elif _is_word_tokenizer(tokenizer):
+    elif is_word_tokenizer(tokenizer):
         for text, ends_line in text_chunks(source, cut="whitespace"):
             yield _encode_words(tokenizer, text, last_line_ends=ends_line)
     elif isinstance(

@@ -58,9 +58,6 @@ import tempfile
 import keras
 
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
-from keras_txl.models.transformer_xl_causal_lm import (
-    register_saved_model_exporter,
-)
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
@@ -71,18 +68,11 @@ SERVING_SIGNATURE = "serving_default"
 INITIAL_MEMORY_SIGNATURE = "initial_memory"
 # `export_main`'s formats: a TensorFlow SavedModel, a LiteRT flatbuffer.
 EXPORT_FORMATS = ("saved_model", "litert")
-# The exporters of the formats other than the SavedModel, by name.
-_FORMAT_EXPORTERS = {}
 
 
-def register_format_exporter(name, exporter):
-    """Registers `exporter(lm, out_dir, batch_size, segment_length,
-    memory_length, quantize, overwrite, verbose)` for
-    `export_main(format=name)`."""
-    _FORMAT_EXPORTERS[name] = exporter
-
-
-def _check_export_args(batch_size, segment_length, memory_length):
+def check_export_args(batch_size, segment_length, memory_length):
+    """The export's `(batch_size, segment_length, memory_length)`,
+    checked (the SavedModel's and LiteRT's)."""
     batch_size = check_optional_positive_int("batch_size", batch_size)
     segment_length = check_optional_positive_int(
         "segment_length", segment_length
@@ -92,7 +82,9 @@ def _check_export_args(batch_size, segment_length, memory_length):
     return batch_size, segment_length, memory_length
 
 
-def _check_destination(path, overwrite):
+def check_destination(path, overwrite):
+    """Refuses to write over `path` unless it is empty or `overwrite`
+    (the SavedModel's and LiteRT's)."""
     path = os.fspath(path)
     check_bool("overwrite", overwrite)
     exists = os.path.exists(path)
@@ -160,10 +152,10 @@ def export_saved_model(
         )
     if memory_length is None:
         memory_length = lm.carried_memory_length
-    batch_size, segment_length, memory_length = _check_export_args(
+    batch_size, segment_length, memory_length = check_export_args(
         batch_size, segment_length, memory_length
     )
-    path = _check_destination(path, overwrite)
+    path = check_destination(path, overwrite)
     if keras.config.backend() != "tensorflow":
         with tempfile.TemporaryDirectory(prefix="keras_txl_export_") as tmp:
             lm.save(os.path.join(tmp, run_folder.MODEL_FILE))
@@ -257,7 +249,7 @@ def export_main(
         memory_length = run.get("eval_memory_length") or run.get(
             "memory_length"
         )
-    batch_size, segment_length, _ = _check_export_args(
+    batch_size, segment_length, _ = check_export_args(
         batch_size, segment_length, memory_length or 1
     )
     if not run_folder.has_model(model_dir):
@@ -275,7 +267,7 @@ def export_main(
             "config.json (the backbone's config): copy the whole folder "
             "that `keras-txl train` or `keras-txl convert` wrote."
         )
-    out_dir = _check_destination(out_dir, overwrite)
+    out_dir = check_destination(out_dir, overwrite)
     if keras.config.backend() != "tensorflow":
         _export_in_tensorflow_process(
             model_dir,
@@ -299,8 +291,9 @@ def export_main(
     if memory_length is None:
         memory_length = lm.carried_memory_length
     if litert:
-        # `keras_txl.export.litert` registers it (it imports this module).
-        export_litert = _FORMAT_EXPORTERS["litert"]
+        # Imported here: `litert.py` builds on this module.
+        from keras_txl.export.litert import export_litert
+
         export_litert(
             lm,
             out_dir,
@@ -507,6 +500,3 @@ def _write_archive(archive, path, verbose):
     were, and no folder it had to create."""
     with AtomicFolder(path) as folder:
         archive.write_out(folder.path, verbose=verbose)
-
-
-register_saved_model_exporter(export_saved_model)

@@ -22,16 +22,16 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.memory_spec import check_memory_start
-from keras_txl.utils.config_variants import ConfigVariants
+from keras_txl.utils.config_variants import drop_variant_arguments
+from keras_txl.utils.config_variants import saved_variant
+from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_memory_dtype
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
-from keras_txl.utils.validation import check_quantize
 from keras_txl.utils.validation import check_rate
-from keras_txl.utils.validation import check_token_ids
 
 # The layers LoRA can target, by name, in every block: the attention's
 # projections, and the feed-forward's two layers.
@@ -40,7 +40,7 @@ LORA_TARGETS += ("intermediate", "output")
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
+class TransformerXLBackbone(keras_hub.models.Backbone):
     """Transformer-XL decoder (Dai et al., 2019) with an explicit memory.
 
     A functional Keras model that holds no state. It embeds `token_ids`
@@ -216,6 +216,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
                 name="token_embedding",
             )
         else:
+            check_vocabulary_layout(
+                "token_embedding/embeddings", vocabulary_size, axis=0
+            )
             self.token_embedding = keras.layers.Embedding(
                 vocabulary_size,
                 hidden_dim,
@@ -288,15 +291,32 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         self.tie_relative_biases = tie_relative_biases
         self.memory_dtype = memory_dtype
 
-    def _embed_tokens(self, token_ids):
-        """Token embeddings scaled by sqrt(hidden_dim), as the authors'."""
+    def embed_tokens(self, token_ids):
+        """Token embeddings `(batch, T, hidden)` of int `token_ids`,
+        scaled by sqrt(hidden_dim), as the authors' (what the first layer
+        reads; generation's key/value steps start here)."""
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         return x * ops.cast(math.sqrt(x.shape[-1]), x.dtype)
 
+    def call_with_intercept(self, inputs, layer_intercept_fn):
+        """The outputs dict of the inputs dict, computed eagerly layer by
+        layer, each output replaced by `layer_intercept_fn(x, i)` (`i =
+        -1` for the scaled token embeddings, `i` for layer `i`'s output,
+        which goes on and into the memory), as keras-hub's
+        `score(layer_intercept_fn=...)`.
+
+        Args:
+            inputs: dict `{"token_ids", **memory}`, as `call`'s.
+            layer_intercept_fn: `fn(x, i)` returning `x`'s replacement.
+
+        Returns:
+            The outputs dict of `call`.
+        """
+        return self._forward(inputs, layer_intercept_fn)
+
     def _forward(self, inputs, layer_intercept_fn=None):
         """The outputs dict of the inputs dict: the functional graph, or
-        eagerly for `score(layer_intercept_fn=...)`, whose `fn(x, i)`
-        replaces the embeddings (`i = -1`) and layer `i`'s output."""
+        eagerly through `call_with_intercept`."""
         intercept = layer_intercept_fn or (lambda x, unused_index: x)
         memory = inputs["memory"]  # (batch, L, M, hidden)
         valid_length = inputs["valid_length"]  # (batch,)
@@ -304,7 +324,7 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         read_memory, read_valid_length = self._prepend_compressed_memory(
             inputs, read_memory, valid_length
         )  # (batch, L, K - T, hidden), (batch,)
-        x = self._embed_tokens(inputs["token_ids"])  # (batch, T, hidden)
+        x = self.embed_tokens(inputs["token_ids"])  # (batch, T, hidden)
         x, position = self._embed_positions(
             x, read_memory[:, 0]
         )  # (batch, T, hidden), (K, hidden) or None
@@ -374,8 +394,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         return {}
 
     # Whether generation may step on the key/value cache of the relative
-    # attention; the variants generate through their graph.
-    _generates_from_key_values = True
+    # attention (`TransformerXLCausalLM.generate_step` reads it); the
+    # variants generate through their graph and set it to False.
+    generates_from_key_values = True
 
     # === The explicit memory ===
 
@@ -480,7 +501,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         character run's 103) is replicated, not padded: pass
         `vocabulary_size` and the vocabulary axis of the embedding and of
         the output layer stays whole on every device (the hidden axis
-        is still split), so a saved run loads unchanged.
+        is still split), so a saved run loads unchanged. Without it (or
+        with any layout that splits the vocabulary unevenly), making the
+        model raises a `ValueError` that names `vocabulary_size=`.
 
         Example:
 
@@ -661,9 +684,74 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         )
         return config
 
-    # The variants whose arguments this class's configs once held (the
-    # Compressive Transformer's, the ablations'): see `ConfigVariants`.
-    _config_variants = []
+    @classmethod
+    def from_config(cls, config):
+        if cls is TransformerXLBackbone:
+            # Configs saved when this class took the arguments of its
+            # variants load as the variant they describe
+            # (`utils/config_variants.py`); the variants import this
+            # module, so they are imported here, where they are needed.
+            from keras_txl.ablation.ablation_transformer_xl_backbone import (
+                AblationTransformerXLBackbone,
+            )
+            from keras_txl.models.compressive_transformer_xl_backbone import (
+                CompressiveTransformerXLBackbone,
+            )
+
+            variants = (
+                CompressiveTransformerXLBackbone,
+                AblationTransformerXLBackbone,
+            )
+            variant = saved_variant(config, variants)
+            if variant is not None:
+                return variant.from_config(config)
+            config = drop_variant_arguments(config, variants)
+        return super().from_config(config)
+
+
+# Keras's quantization modes that these models compute correctly: the
+# `Dense`, `EinsumDense` and `Embedding` layers quantize their own weights
+# and every layer here reads them through their calls. GPTQ and AWQ
+# calibrate a block on the previous block's outputs alone, and a
+# Transformer-XL block also needs its memory and position embeddings.
+QUANTIZATION_MODES = ("int8", "int4", "float8")
+
+
+def check_quantize(model, mode, config):
+    """Raises a `ValueError` if `model.quantize(mode, config=config)`
+    cannot give correct numbers, before any layer changes (Keras checks a
+    layer only when it reaches it, so a refusal half-way would leave some
+    layers quantized). Returns the mode (from `config` when `mode` is
+    `None`)."""
+    if mode is None and config is not None:
+        mode = getattr(config, "mode", None)
+    if mode in ("gptq", "awq"):
+        raise ValueError(
+            f"keras-txl models do not support quantize(mode={mode!r}): it "
+            "calibrates each block on the previous block's outputs alone, "
+            "and a Transformer-XL block also needs its memory and the "
+            f"relative position embeddings. Use one of {QUANTIZATION_MODES}."
+        )
+    if mode not in QUANTIZATION_MODES:
+        raise ValueError(
+            f"`mode` must be one of {list(QUANTIZATION_MODES)}. Received: "
+            f"mode={mode!r}"
+        )
+    if model.quantization_mode is not None or any(
+        weight.path.endswith(("kernel_scale", "embeddings_scale"))
+        for weight in model.weights
+    ):
+        raise ValueError(
+            f"{model.name} is already quantized. Quantize a float model "
+            f"once. Received: mode={mode!r}"
+        )
+    if mode == "int8" and model.compute_dtype == "float16":
+        raise ValueError(
+            "quantize(mode='int8') does not work well with the compute "
+            "dtype float16: load the model under 'mixed_bfloat16' or "
+            "'mixed_float16' first."
+        )
+    return mode
 
 
 def lora_enabled(model):
@@ -679,3 +767,31 @@ def freeze_all_but_lora(model):
     for variable in model.variables:
         if variable.trainable and "lora_kernel" not in variable.path:
             variable.trainable = False
+
+
+def check_vocabulary_layout(path, vocabulary_size, axis):
+    """Raises if the active distribution would split the vocabulary axis
+    `axis` of the weight at `path` unevenly: JAX refuses such a split
+    with its own error, deep inside the weight's creation, that does not
+    say how to lay the model out. A mesh axis that divides the vocabulary
+    passes, as does a layout that keeps the vocabulary axis whole."""
+    distribution = keras.distribution.distribution()
+    layout = distribution and distribution.get_tensor_layout(path)
+    if not isinstance(layout, keras.distribution.TensorLayout):
+        return
+    names = layout.axes[axis] if axis < len(layout.axes) else None
+    names = (names,) if isinstance(names, str) else tuple(names or ())
+    mesh = layout.device_mesh or distribution.device_mesh
+    sizes = dict(zip(mesh.axis_names, mesh.shape))
+    shards = math.prod(sizes[name] for name in names)
+    if vocabulary_size % shards:
+        raise ValueError(
+            f"The layout of `{path}` splits its vocabulary axis of "
+            f"{vocabulary_size} tokens over the mesh axis "
+            f"{' x '.join(map(repr, names))} of "
+            f"{shards} devices, which does not divide it. Lay the "
+            "vocabulary axis out whole: pass the vocabulary to "
+            "`TransformerXLBackbone.get_layout_map(mesh, "
+            f"vocabulary_size={vocabulary_size})`, or use a mesh axis "
+            f"whose size divides {vocabulary_size}."
+        )

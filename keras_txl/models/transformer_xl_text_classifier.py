@@ -14,11 +14,11 @@ from keras_txl.models.transformer_xl_text_classifier_preprocessor import (
     TransformerXLTextClassifierPreprocessor,
 )
 from keras_txl.utils.saved_files import check_preset_files
+from keras_txl.utils.tensor_values import is_concrete
+from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
-from keras_txl.utils.validation import check_token_ids
-from keras_txl.utils.validation import is_concrete
 
 # Tokens per segment unless told: as `score` and `generate`'s prompts.
 DEFAULT_SEGMENT_LENGTH = 64

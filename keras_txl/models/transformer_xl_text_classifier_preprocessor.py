@@ -36,7 +36,7 @@ class TransformerXLTextClassifierPreprocessor(
 
     Args:
         tokenizer: a `TransformerXLTokenizer`, a `CharacterTokenizer`, a
-            `ByteTokenizer` or another keras-hub tokenizer.
+            `Utf8ByteTokenizer` or another keras-hub tokenizer.
         sequence_length: int >= 1. Tokens per document after padding or
             truncation: the longest document the classifier reads whole.
         add_start_token: bool. Put the tokenizer's start token (if it has

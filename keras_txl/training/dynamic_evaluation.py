@@ -10,6 +10,7 @@ that takes its own gradient steps needs the backend's differentiation
 """
 
 import math
+import weakref
 
 import keras
 
@@ -83,8 +84,10 @@ def dynamic_evaluation(
         segments_per_update: int >= 1. Segments scored between two steps;
             the step is on their mean loss.
         batch_size: int. Number of streams (1: the paper's).
-        memory_length, clamp_length, same_length, start: as
-            `evaluate_segments`.
+        memory_length: as `evaluate_segments`.
+        clamp_length: as `evaluate_segments`.
+        same_length: as `evaluate_segments`.
+        start: as `evaluate_segments`.
         calibration_ids: `"rms"` only: optional 1-D int array (training
             text) for `MS`, read as the text is (streams, segments, memory).
         calibration_segments: int >= 1: at most this many segments of
@@ -117,9 +120,9 @@ def dynamic_evaluation(
     """
     import numpy as np
 
+    from keras_txl.utils.token_data import check_token_ids
     from keras_txl.utils.validation import check_positive_float
     from keras_txl.utils.validation import check_positive_int
-    from keras_txl.utils.validation import check_token_ids
 
     settings = _check_settings(
         method, learning_rate, decay, calibration_ids, epsilon
@@ -279,16 +282,15 @@ def _check_settings(method, learning_rate, decay, calibration_ids, epsilon):
 def _stepper(model):
     """The `_Stepper` of `model`, made once: its compiled functions serve
     every later call (another learning rate too)."""
-    stepper = getattr(model, "_dynamic_evaluation_stepper", None)
+    stepper = _STEPPERS.get(model)
     if stepper is None:
-        stepper = _Stepper(model)
-        # A plain attribute, so that it goes with the model. Tracking is
-        # harmless: a `_Stepper` is neither a layer, a variable nor a
-        # container, so Keras's tracker (and TensorFlow's) leave it as it
-        # is, and saving skips it. (A dict keyed by model would never let
-        # the model go: the stepper refers to it.)
-        model._dynamic_evaluation_stepper = stepper
+        stepper = _STEPPERS[model] = _Stepper(model)
     return stepper
+
+
+# `{model: _Stepper}`. Weak: a stepper refers to its model only weakly,
+# so the cache never keeps a model alive.
+_STEPPERS = weakref.WeakKeyDictionary()
 
 
 class _Stepper:
@@ -298,11 +300,11 @@ class _Stepper:
     def __init__(self, model):
         from keras import ops
 
-        self.model = model
+        self._model = weakref.ref(model)
         select = model.backbone.memory_spec.select
 
         def segment_loss(trainable, non_trainable, token_ids, targets, memory):
-            outputs, _ = model.stateless_call(
+            outputs, _ = self.model.stateless_call(
                 trainable,
                 non_trainable,
                 {"token_ids": token_ids, **memory},
@@ -348,6 +350,11 @@ class _Stepper:
         }
         self._accumulate = compile_function(accumulate)
         self._running = compile_function(running)
+
+    @property
+    def model(self):
+        """The model (held weakly: see `_STEPPERS`)."""
+        return self._model()
 
     def score_and_gradients(self, weights, token_ids, targets, memory):
         """`(token losses (B, T) numpy, new memory, gradients)` of a

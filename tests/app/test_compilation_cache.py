@@ -16,7 +16,7 @@ import keras
 import pytest
 
 from keras_txl.app import compilation_cache
-from keras_txl.models.byte_tokenizer import ByteTokenizer
+from keras_txl.models import Utf8ByteTokenizer
 from tests.tiny_models import tokenizer_lm
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -38,7 +38,9 @@ def _files(folder):
 
 def test_the_command_fills_its_jax_cache(tmp_path):
     # A one-layer, width-8 byte-level run: the cheapest `generate`.
-    tokenizer_lm(ByteTokenizer(), seed=0).save_to_preset(str(tmp_path / "run"))
+    tokenizer_lm(Utf8ByteTokenizer(), seed=0).save_to_preset(
+        str(tmp_path / "run")
+    )
     env = dict(
         os.environ,
         KERAS_BACKEND="jax",

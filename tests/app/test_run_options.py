@@ -15,7 +15,7 @@ from keras_txl.app.train_command import fit_language_model
 from keras_txl.app.train_command import train
 from keras_txl.app.train_config import ConfigError
 from keras_txl.app.train_config import TrainConfig
-from keras_txl.training import MemoryReset
+from keras_txl.models import MemoryReset
 from keras_txl.utils import run_folder
 from tests.tiny_models import train_config
 

@@ -9,7 +9,9 @@ import pytest
 from keras_txl.models import CharacterTokenizer
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLTextClassifier
-from keras_txl.models import TransformerXLTextClassifierPreprocessor
+from keras_txl.models.transformer_xl_text_classifier_preprocessor import (
+    TransformerXLTextClassifierPreprocessor,
+)
 from tests.test_case import to_numpy
 from tests.tiny_models import random_ids
 from tests.tiny_models import tiny_backbone

@@ -12,8 +12,8 @@ import pytest
 from keras_txl.app import artifacts
 from keras_txl.app import cli
 from keras_txl.app.train_command import fit_language_model
-from keras_txl.training import TrainingDiverged
 from keras_txl.training.evaluation import perplexity
+from keras_txl.training.nan_guard import TrainingDiverged
 from tests.tiny_models import train_config
 
 

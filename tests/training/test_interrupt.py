@@ -16,7 +16,7 @@ import pytest
 
 from keras_txl.app.train_command import fit_language_model
 from keras_txl.app.train_config import TrainConfig
-from keras_txl.data import token_cache_entries
+from keras_txl.data.token_cache import token_cache_entries
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
