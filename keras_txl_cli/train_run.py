@@ -538,9 +538,10 @@ def train(config, callbacks=(), log=print):
     """Trains a model as `keras-txl train` does and saves it.
 
     Args:
-        config: a `TrainConfig` (fields left at `None` take the preset's
-            defaults). With `resume=True`, the configuration saved in
-            `config.output` is used and options given here must match it.
+        config: a `TrainConfig` (fields left at `None` take the
+            training defaults of its model size, `TRAIN_SIZES`). With
+            `resume=True`, the configuration saved in `config.output` is
+            used and options given here must match it.
         callbacks: extra Keras callbacks for `fit`.
         log: function that prints a line.
 
