@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 
+import keras
 import pytest
 
 from keras_txl.data import token_cache_entries
@@ -88,6 +89,26 @@ def _argv(corpus, output):
     return argv
 
 
+def _same_threads():
+    """The environment that gives a child this process's torch threads.
+
+    torch's CPU kernels split a sum among their intra-op threads, so that
+    the number of threads decides the order of the additions: the layer
+    norms' gradients of gamma and beta and the full sum of a 512 x 128
+    gradient (`global_clipnorm`) differ in their last bits between one
+    and two threads (whichever CPU kernels, `ATEN_CPU_CAPABILITY`), and
+    the losses of this test's run with them (up to 4.8e-7). The
+    uninterrupted run below runs in this process, with the one thread of
+    tests/conftest.py; a child left to torch's default takes one per
+    core. A run resumes exactly with the threads it ran with: that is
+    what this test checks."""
+    if keras.backend.backend() != "torch":
+        return {}
+    import torch
+
+    return {"OMP_NUM_THREADS": str(torch.get_num_threads())}
+
+
 def _run(argv, cache, pause_at=0, send=None, on_pause=None):
     """Runs the child (token cache `cache`); at step `pause_at` calls
     `on_pause()`, sends signal `send`, and lets it go on. Returns
@@ -103,6 +124,7 @@ def _run(argv, cache, pause_at=0, send=None, on_pause=None):
             PYTHONPATH=REPO,
             TF_CPP_MIN_LOG_LEVEL="3",
             KERAS_TXL_CACHE=cache,
+            **_same_threads(),
         ),
     )
     try:
