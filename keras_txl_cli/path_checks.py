@@ -36,9 +36,9 @@ def has_model(directory):
     )
 
 
-def _missing_file(path, option):
-    """The error of a file option whose file is not there or is empty, or
-    `None`."""
+def _missing_file(path, option, text=True):
+    """The error of a file option whose file is not there (or, for a
+    `text` file, is empty), or `None`."""
     if path is None:
         return None
     if os.path.isdir(path):
@@ -48,9 +48,24 @@ def _missing_file(path, option):
             f"{option} '{path}' does not exist. Check the path (relative "
             f"paths start at {os.getcwd()})."
         )
-    if os.path.getsize(path) == 0:
+    if text and os.path.getsize(path) == 0:
         return f"{option} '{path}' is empty. Pass a file that contains text."
     return None
+
+
+def _missing_source(source):
+    """The error of a `convert` SOURCE that looks like a local path (not
+    an `hf://`-style handle or a preset name) and is not there, or
+    `None`."""
+    local = os.sep in source or source.startswith(".")
+    if "://" in source or not local or os.path.exists(source):
+        return None
+    return (
+        f"SOURCE '{source}' does not exist. Pass a HuggingFace "
+        "Transformer-XL folder or hf:// handle, a folder of the authors' "
+        "TensorFlow checkpoint with its config.json, or a keras-hub preset "
+        f"(relative paths start at {os.getcwd()})."
+    )
 
 
 def _missing_model(path):
@@ -130,11 +145,20 @@ def prompt_tokens_at_least(model_dir, prompt):
 
 def check_paths(args):
     """The first error of the files and folders that `args` names (a
-    missing or empty corpus, a MODEL_DIR without a model), or `None`:
-    checked before Keras is imported, so that the mistake comes back at
-    once."""
+    missing or empty corpus, a MODEL_DIR without a model, a missing
+    `recl` MODEL or `convert` SOURCE), or `None`: checked before Keras is
+    imported, so that the mistake comes back at once."""
     if getattr(args, "model_dir", None) is not None:
         error = _missing_model(args.model_dir)
+        if error:
+            return error
+    if args.command == "recl":
+        for model in args.models:
+            error = _missing_file(model, "MODEL", text=False)
+            if error:
+                return error + " Pass a .keras file that `ablate` saved."
+    if args.command == "convert":
+        error = _missing_source(args.source)
         if error:
             return error
     corpus = getattr(args, "corpus", None)

@@ -36,12 +36,14 @@ def make_sampler(name, top_k=None, top_p=None, seed=None):
     if top_k is not None and name not in ("top_k", "top_p"):
         raise ValueError(
             f"top_k={top_k} applies to the 'top_k' and 'top_p' samplers "
-            f"only. Received: sampler={name!r}"
+            f"only. Received: sampler={name!r}. Pass sampler='top_k' "
+            "(`--sampler top_k`), or leave top_k out."
         )
     if top_p is not None and name != "top_p":
         raise ValueError(
             f"top_p={top_p} applies to the 'top_p' sampler only. "
-            f"Received: sampler={name!r}"
+            f"Received: sampler={name!r}. Pass sampler='top_p' "
+            "(`--sampler top_p`), or leave top_p out."
         )
     if top_k is not None:
         top_k = check_positive_int("top_k", top_k)

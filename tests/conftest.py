@@ -140,8 +140,8 @@ COLLECTED_MARKERS = pytest.StashKey[dict]()
 
 # The files that took longest in CI (worker seconds on 2026-12-04,
 # TensorFlow / JAX pass), run first: `pytest -n 2` hands out tests in
-# collection order, so a long file collected last (tests/training/ comes
-# last alphabetically) leaves one worker alone at the end of a pass.
+# collection order (below), so a long file collected last (tests/training/
+# comes last alphabetically) leaves one worker alone at the end of a pass.
 # Files keep their own order; the others follow in theirs.
 LONGEST_FIRST = (
     "tests/app/test_fresh_process.py",  # 160 s (both backends and torch)
@@ -177,3 +177,20 @@ def pytest_collection_modifyitems(config, items):
         item.nodeid: {mark.name for mark in item.iter_markers()}
         for item in items
     }
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`pytest -n 2` hands out tests by work stealing: each worker starts
+    with half of them, in collection order, and a worker out of tests
+    takes half of those the other has not started. xdist's own `load`
+    gives the first worker a quarter of the tests by count at once (the
+    JAX pass: 65 of 521), which with LONGEST_FIRST is every long file:
+    then that worker's share bounds the pass while the other runs out of
+    tests. (Only in place of `load`, the default of `-n`; another `--dist`
+    is kept.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)

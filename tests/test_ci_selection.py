@@ -134,3 +134,32 @@ def test_the_files_run_first_exist():
 
     missing = [path for path in LONGEST_FIRST if not (REPO / path).is_file()]
     assert not missing, missing
+
+
+def test_n_workers_steal_work_in_collection_order(monkeypatch):
+    """`pytest -n 2` (xdist's default `--dist load`) hands out tests by
+    work stealing (tests/conftest.py): with LONGEST_FIRST, `load` would
+    give one worker every long file at once. Another `--dist` is kept."""
+    import xdist.scheduler
+
+    from tests.conftest import pytest_xdist_make_scheduler
+
+    class Config:
+        def __init__(self, dist):
+            self.dist = dist
+
+        def getvalue(self, name):
+            assert name == "dist"
+            return self.dist
+
+    made = []
+    monkeypatch.setattr(
+        xdist.scheduler,
+        "WorkStealingScheduling",
+        lambda config, log: made.append((config, log)) or "worksteal",
+    )
+    config = Config("load")
+    assert pytest_xdist_make_scheduler(config, "log") == "worksteal"
+    assert made == [(config, "log")]
+    for dist in ("loadfile", "each", "worksteal"):
+        assert pytest_xdist_make_scheduler(Config(dist), "log") is None

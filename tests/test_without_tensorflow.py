@@ -1,7 +1,9 @@
-"""TensorFlow is an optional extra: with it blocked, `import keras_txl`
-works, and a model built from the layers trains a step on JAX, in a fresh
-process as a user without TensorFlow runs it."""
+"""TensorFlow is an optional extra: with it refused by an import hook
+(as if not installed), `import keras_txl` works, a model built from the
+layers trains a step on JAX, and keras_txl never tries to import it, in a
+fresh process as a user without TensorFlow runs it."""
 
+import json
 import os
 import subprocess
 import sys
@@ -14,11 +16,38 @@ from tests.test_case import REPO
 pytestmark = pytest.mark.one_backend
 
 CHILD = """
+import importlib.abc
+import json
 import sys
+import traceback
 
-# `import tensorflow` (and tensorflow-text) now raises ImportError.
-sys.modules["tensorflow"] = None
-sys.modules["tensorflow_text"] = None
+
+class RefuseTensorFlow(importlib.abc.MetaPathFinder):
+    # Every attempt to import TensorFlow (or tensorflow-text), recorded
+    # with the file that asked, and refused as if it were not installed.
+    attempts = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] not in ("tensorflow", "tensorflow_text"):
+            return None
+        # The file that imports: the last frame but this one outside
+        # importlib (`import_module`, the frozen bootstrap).
+        callers = [
+            frame.filename
+            for frame in traceback.extract_stack()[:-1]
+            if not frame.filename.startswith("<frozen")
+            and not frame.filename.endswith("importlib/__init__.py")
+        ]
+        self.attempts.append([name, callers[-1]])
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, RefuseTensorFlow())
+try:  # the hook sees and refuses an import
+    import tensorflow  # noqa: F401
+except ModuleNotFoundError:
+    pass
+assert RefuseTensorFlow.attempts == [["tensorflow", "<string>"]]
 
 import keras
 import numpy as np
@@ -44,8 +73,9 @@ assert np.isfinite(loss), loss
 after = [np.array(w) for w in lm.trainable_weights]
 assert any(not np.allclose(a, b) for a, b in zip(before, after)), "no step"
 assert int(lm.memory_state.valid_length.value[0]) == 4  # memory carried
-assert sys.modules["tensorflow"] is None  # never imported
+assert "tensorflow" not in sys.modules
 print("trained", round(float(loss), 4))
+print(json.dumps(RefuseTensorFlow.attempts))
 """
 
 
@@ -59,4 +89,10 @@ def test_import_and_train_a_step_without_tensorflow():
         timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert completed.stdout.strip().startswith("trained"), completed.stdout
+    trained, attempts = completed.stdout.strip().splitlines()[-2:]
+    assert trained.startswith("trained"), completed.stdout
+    # keras_txl never tries to import TensorFlow (not even in a `try`
+    # that would survive its absence); Keras and keras-hub may.
+    package = str(REPO / "keras_txl")
+    ours = [a for a in json.loads(attempts) if a[1].startswith(package)]
+    assert ours == [], ours

@@ -216,6 +216,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
                 name="token_embedding",
             )
         else:
+            check_vocabulary_layout(
+                "token_embedding/embeddings", vocabulary_size, axis=0
+            )
             self.token_embedding = keras.layers.Embedding(
                 vocabulary_size,
                 hidden_dim,
@@ -480,7 +483,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         character run's 103) is replicated, not padded: pass
         `vocabulary_size` and the vocabulary axis of the embedding and of
         the output layer stays whole on every device (the hidden axis
-        is still split), so a saved run loads unchanged.
+        is still split), so a saved run loads unchanged. Without it (or
+        with any layout that splits the vocabulary unevenly), making the
+        model raises a `ValueError` that names `vocabulary_size=`.
 
         Example:
 
@@ -679,3 +684,31 @@ def freeze_all_but_lora(model):
     for variable in model.variables:
         if variable.trainable and "lora_kernel" not in variable.path:
             variable.trainable = False
+
+
+def check_vocabulary_layout(path, vocabulary_size, axis):
+    """Raises if the active distribution would split the vocabulary axis
+    `axis` of the weight at `path` unevenly: JAX refuses such a split
+    with its own error, deep inside the weight's creation, that does not
+    say how to lay the model out. A mesh axis that divides the vocabulary
+    passes, as does a layout that keeps the vocabulary axis whole."""
+    distribution = keras.distribution.distribution()
+    layout = distribution and distribution.get_tensor_layout(path)
+    if not isinstance(layout, keras.distribution.TensorLayout):
+        return
+    names = layout.axes[axis] if axis < len(layout.axes) else None
+    names = (names,) if isinstance(names, str) else tuple(names or ())
+    mesh = layout.device_mesh or distribution.device_mesh
+    sizes = dict(zip(mesh.axis_names, mesh.shape))
+    shards = math.prod(sizes[name] for name in names)
+    if vocabulary_size % shards:
+        raise ValueError(
+            f"The layout of `{path}` splits its vocabulary axis of "
+            f"{vocabulary_size} tokens over the mesh axis "
+            f"{' x '.join(map(repr, names))} of "
+            f"{shards} devices, which does not divide it. Lay the "
+            "vocabulary axis out whole: pass the vocabulary to "
+            "`TransformerXLBackbone.get_layout_map(mesh, "
+            f"vocabulary_size={vocabulary_size})`, or use a mesh axis "
+            f"whose size divides {vocabulary_size}."
+        )

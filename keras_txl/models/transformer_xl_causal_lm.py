@@ -24,6 +24,7 @@ from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.carried_memory import CarriedMemory
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
+from keras_txl.models.transformer_xl_backbone import check_vocabulary_layout
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
@@ -222,6 +223,10 @@ class TransformerXLCausalLM(
             if not self.tie_weights:
                 self.output_kernel = output_layer_of.output_kernel
         else:
+            for name, axis in (("output_kernel", 1), ("output_bias", 0)):
+                check_vocabulary_layout(
+                    f"{self.name}/{name}", backbone.vocabulary_size, axis
+                )
             if not self.tie_weights:
                 self.output_kernel = self.add_weight(
                     shape=shape, initializer=initializer, name="output_kernel"

@@ -107,9 +107,21 @@ def check_bool(name, value):
 def is_concrete(x):
     """True when `x` holds values now (numpy, a Python list or an eager
     tensor), False for symbolic or traced tensors (Keras functional build,
-    `jax.jit`, `tf.function`, torch's meta device)."""
+    `jax.jit`, `tf.function`, torch's meta device).
+
+    A variable (a `keras.Variable`, its `.value` under TensorFlow: a
+    `tf.Variable`) is the same object inside and outside a trace, and
+    fetching its values inside a `tf.function` raises. It is judged by
+    a tensor copy of it instead (`ops.convert_to_tensor` returns a
+    `tf.Variable` unchanged): an eager tensor outside a trace, a graph
+    tensor inside `tf.function` (with `jit_compile` too), a tracer in
+    JAX's stateless `fit` step. Inside a trace that copy is symbolic: the
+    variable's values are never fetched there. (Keras makes the same
+    decision with `tf.executing_eagerly()`, in a private helper.)"""
     if isinstance(x, (np.ndarray, list, tuple, int, np.integer)):
         return True
+    if isinstance(x, keras.Variable) or callable(getattr(x, "assign", None)):
+        x = ops.copy(x)
     if not ops.is_tensor(x):
         return False
     name = type(x).__name__

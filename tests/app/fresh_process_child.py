@@ -138,14 +138,14 @@ def load(folder):
             text = model.generate(PROMPTS[kind], max_length=12)
         except Exception as error:  # reported, the test decides
             text = {"error": f"{type(error).__name__}: {error}"}
-        same = all(
-            np.array_equal(a, b)
-            for a, b in zip(lm.get_weights(), task.get_weights())
+        ours, theirs = lm.get_weights(), task.get_weights()
+        same = len(ours) == len(theirs) > 0 and all(
+            np.array_equal(a, b) for a, b in zip(ours, theirs)
         )
         results[kind] = {
             "classes": [type(lm).__name__, type(task).__name__],
             "tokenizer": type(task.preprocessor.tokenizer).__name__,
-            "same_weights": bool(same) and len(lm.weights) > 0,
+            "same_weights": same,
             "texts": [text],
         }
     results["clones"] = _clones(lm)
@@ -232,33 +232,85 @@ def cli(folder):
             + ["--contexts", "2,4", "--batch-size", "2"]
             + ["--eval-tokens", "32"],
         ]
+
+    # Each error with what its one line must say: the argument at fault,
+    # and the fix.
+    def no_file(option, path):
+        return [f"{option} '{path}' does not exist", "Check the path"]
+
+    def no_model(path):
+        return [f"No model in '{path}'", "Pass the --output folder of a"]
+
     cases = {
-        "success": success,
+        "success": [[argv, None] for argv in success],
         "error": [
-            ["train", "--corpus", missing, "--output", "new"],
-            ["train", "--corpus", corpus, "--output", char],
-            ["train", "--steps", "0"],
-            ["evaluate", empty],
-            ["evaluate", char, "--corpus", missing],
-            ["evaluate", char, "--split", "test"],
-            ["generate", empty, "--prompt", "a"],
-            ["generate", char, "--prompt", "the quick", "--max-length", "3"],
-            ["generate", char, "--prompt", "a", "--top-p", "0.5"],
-            ["generate", char, "--prompt", ""],
-            ["export", empty, os.path.join(folder, "out1")],
-            ["export", broken, os.path.join(folder, "out2")],
-            ["export", char, exported],
-            ["convert", missing, os.path.join(folder, "out3")],
-            ["convert", RUNS["wikitext103"], char],  # OUT_DIR holds a run
-            ["ablate", "--corpus", missing],
-            ["ablate", "--variants", "nonsense"],
-            ["recl", missing, "--corpus", corpus],
+            [
+                ["train", "--corpus", missing, "--output", "new"],
+                no_file("--corpus", missing),
+            ],
+            [
+                ["train", "--corpus", corpus, "--output", char],
+                [f"'{char}' already holds a model", "Pass --resume to "],
+            ],
+            [["train", "--steps", "0"], ["--steps", "an integer >= 1"]],
+            [["evaluate", empty], no_model(empty)],
+            [
+                ["evaluate", char, "--corpus", missing],
+                no_file("--corpus", missing),
+            ],
+            [
+                ["evaluate", char, "--split", "test"],
+                ["no test part", "use --split valid, or --corpus FILE"],
+            ],
+            [["generate", empty, "--prompt", "a"], no_model(empty)],
+            [
+                ["generate", char, "--prompt", "the quick"]
+                + ["--max-length", "3"],
+                ["--max-length (3) is shorter", "Use at least 9"],
+            ],
+            [
+                ["generate", char, "--prompt", "a", "--top-p", "0.5"],
+                ["top_p=0.5", "`--sampler top_p`"],
+            ],
+            [["generate", char, "--prompt", ""], ["--prompt must not be"]],
+            [["export", empty, os.path.join(folder, "out1")], no_model(empty)],
+            [
+                ["export", broken, os.path.join(folder, "out2")],
+                ["has no config.json", "copy the whole folder"],
+            ],
+            [
+                ["export", char, exported],
+                [f"'{exported}' already exists", "(`--overwrite` on the"],
+            ],
+            [
+                ["convert", missing, os.path.join(folder, "out3")],
+                [f"SOURCE '{missing}' does not exist", "Pass a HuggingFace"],
+            ],
+            [
+                ["convert", RUNS["wikitext103"], char],  # OUT_DIR holds a run
+                [f"'{char}' already holds a preset", "Pass --overwrite"],
+            ],
+            [["ablate", "--corpus", missing], no_file("--corpus", missing)],
+            [
+                ["ablate", "--variants", "nonsense"],
+                ["--variants", "must be names among recurrence_relative"],
+            ],
+            [
+                ["recl", missing, "--corpus", corpus],
+                no_file("MODEL", missing) + ["Pass a .keras file"],
+            ],
         ],
     }
     if os.environ["KERAS_BACKEND"] == "jax":  # the model `ablate` saved
-        cases["error"].append(["recl", model_file, "--corpus", missing])
+        cases["error"].append(
+            [
+                ["recl", model_file, "--corpus", missing],
+                no_file("--corpus", missing),
+            ]
+        )
     results = {
-        kind: [_call(argv) for argv in argvs] for kind, argvs in cases.items()
+        kind: [dict(_call(argv), expected=says) for argv, says in argvs]
+        for kind, argvs in cases.items()
     }
     return results
 

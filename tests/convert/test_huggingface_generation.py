@@ -68,10 +68,14 @@ def test_without_same_length_a_long_prompt_is_read_as_steps():
     """HuggingFace reads a prompt as one segment; without same_length its
     last prompt tokens then attend to more than `mem_len` keys, and
     `generate` (which reads a prompt as single-token steps do,
-    docs/design.md) departs from it on the 11-token prompt (the 1- and
-    3-token ones match, tests/fixtures/README.md)."""
-    ours, theirs = generate("no_same_length", ((11,),))[11]
-    np.testing.assert_array_equal(ours[:, :11], theirs[:, :11])
+    docs/design.md) departs from it on the 11-token prompt; the 1- and
+    3-token prompts, which fit the memory, match (tests/fixtures/README.md)."""
+    results = generate("no_same_length", (PROMPT_LENGTHS,))
+    assert sorted(results) == list(PROMPT_LENGTHS)
+    for length in (1, 3):
+        ours, theirs = results[length]
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"prompt {length}")
+    ours, theirs = results[11]
     departs = [
         int(np.flatnonzero(o != t)[0]) - 11 for o, t in zip(ours, theirs)
     ]

@@ -2,7 +2,6 @@
 serves the explicit memory, from TensorFlow and from JAX, with no
 argument."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -74,5 +73,4 @@ def test_model_export_serves_the_explicit_memory(tmp_path):
 def test_model_export_refuses_what_it_cannot_serve(tmp_path, kwargs):
     with pytest.raises(ValueError, match="keras_txl.export.export_saved_model"):
         tiny_lm().export(str(tmp_path / "out"), **kwargs)
-    assert keras.config.backend()  # no export written
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists()  # no export written

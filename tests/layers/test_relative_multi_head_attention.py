@@ -1,13 +1,16 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
+from keras_txl.layers import MemoryCache
 from keras_txl.layers import RelativeMultiHeadAttention
 from keras_txl.layers import RelativePositionEmbedding
 from tests.layers.reference import reference_attention
 from tests.test_case import dtype_name
 from tests.test_case import run_layer_round_trip
 from tests.test_case import to_numpy
+from tests.test_case import variable_gradients
 
 
 def _random_layer(same_length=False, clamp=None, seed=0):
@@ -208,6 +211,122 @@ def test_valid_lengths_are_not_read_when_traced():
             rows,
             memory=inputs[1],
             memory_valid_length=inputs[2] * 1.0,
+        )
+
+
+class MemoryInVariablesLM(keras.Model):
+    """A user's language model that keeps its memory and the memory's
+    valid length in non-trainable variables (the `stateful=True` habit
+    of Keras RNNs): `call` reads both from the variables, passes them to
+    the attention and assigns the next ones; `call_with_memory` takes
+    and returns them explicitly."""
+
+    def __init__(self, batch_size, vocabulary_size=11, memory_length=4):
+        super().__init__()
+        self.embedding = keras.layers.Embedding(vocabulary_size, 8)
+        self.position = RelativePositionEmbedding(8)
+        self.attention = RelativeMultiHeadAttention(num_heads=2, head_dim=4)
+        self.head = keras.layers.Dense(vocabulary_size)
+        self.cache = MemoryCache()
+        self.memory = self.add_weight(
+            (batch_size, memory_length, 8), "zeros", trainable=False
+        )
+        self.valid_length = self.add_weight(
+            (batch_size,), "zeros", trainable=False, dtype="int32"
+        )
+
+    def call_with_memory(self, token_ids, memory, valid_length):
+        x = self.embedding(token_ids)  # (batch, T, 8)
+        attended = self.attention(
+            x,
+            self.position(x, memory),
+            memory=memory,
+            memory_valid_length=valid_length,
+        )  # (batch, T, 8)
+        memory, valid_length = self.cache(memory, valid_length, x)
+        return self.head(x + attended), memory, valid_length
+
+    def call(self, token_ids):
+        # torch: a copy of the memory, which is assigned after use.
+        logits, memory, valid_length = self.call_with_memory(
+            token_ids, ops.copy(self.memory.value), self.valid_length.value
+        )
+        self.memory.assign(memory)
+        self.valid_length.assign(valid_length)
+        return logits
+
+
+@pytest.mark.torch_ok
+@pytest.mark.parametrize(
+    "jit_compile",
+    [False, True] if keras.config.backend() == "tensorflow" else ["auto"],
+)
+def test_fit_of_a_user_model_with_its_memory_in_variables(jit_compile):
+    """Inside `fit` the valid length read from a variable is traced (a
+    `tf.Variable` under TensorFlow) and is not read; `fit` then equals
+    stepping the same model with `call_with_memory` and the same
+    optimizer: the same losses, weights and memory after four batches
+    whose valid lengths go 0, 3, 4, 4. Eagerly, a valid length held in
+    a variable is still checked."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 11, (8, 3)).astype("int32")  # 4 batches of 2
+    labels = np.roll(tokens, -1, axis=1)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model, stepped = MemoryInVariablesLM(2), MemoryInVariablesLM(2)
+    empty = (np.zeros((2, 4, 8), "float32"), np.zeros((2,), "int32"))
+    for lm in (model, stepped):
+        lm.call_with_memory(tokens[:2], *empty)  # builds the layers
+    stepped.set_weights(model.get_weights())
+    model.compile(keras.optimizers.SGD(0.5), loss=loss, jit_compile=jit_compile)
+    means = []
+    model.fit(
+        tokens,
+        labels,
+        batch_size=2,
+        shuffle=False,
+        verbose=0,
+        callbacks=[
+            keras.callbacks.LambdaCallback(
+                on_train_batch_end=lambda _, logs: means.append(logs["loss"])
+            )
+        ],
+    )
+
+    optimizer, memory, losses = keras.optimizers.SGD(0.5), empty, []
+    for start in range(0, 8, 2):
+        x, y = tokens[start : start + 2], labels[start : start + 2]
+
+        def batch_loss(x=x, y=y, memory=memory):
+            return loss(y, stepped.call_with_memory(x, *memory)[0])
+
+        grads = variable_gradients(batch_loss, stepped.trainable_variables)
+        logits, *memory = stepped.call_with_memory(x, *memory)
+        losses.append(float(to_numpy(loss(y, logits))))
+        optimizer.apply(
+            [ops.convert_to_tensor(g) for g in grads],
+            stepped.trainable_variables,
+        )
+    # `fit` logs the running mean of the batches' losses.
+    running = np.cumsum(losses) / np.arange(1, 5)
+    np.testing.assert_allclose(means, running, rtol=1e-5)
+    for got, want in zip(model.trainable_weights, stepped.trainable_weights):
+        np.testing.assert_allclose(to_numpy(got), to_numpy(want), atol=1e-6)
+    np.testing.assert_array_equal(to_numpy(model.valid_length), [4, 4])
+    np.testing.assert_allclose(
+        to_numpy(model.memory), to_numpy(memory[0]), atol=1e-6
+    )
+
+    # Eagerly, the valid length read from the variable and the variable
+    # itself are checked.
+    model.valid_length.assign([5, 0])
+    match = r"\[0, M\] = \[0, 4\].*\[5, 0\]"
+    with pytest.raises(ValueError, match=match):
+        model(tokens[:2])
+    x, rows = np.zeros((2, 3, 8), "float32"), np.zeros((7, 8), "float32")
+    with pytest.raises(ValueError, match=match):
+        model.attention(
+            x, rows, memory=empty[0], memory_valid_length=model.valid_length
         )
 
 

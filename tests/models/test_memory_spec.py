@@ -11,7 +11,10 @@ from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.training import StepHistory
 from keras_txl.training import TrainingCheckpoint
+from tests.test_case import to_numpy
 from tests.tiny_models import backbone_config
+from tests.tiny_models import random_ids
+from tests.tiny_models import tiny_backbone
 
 TINY = backbone_config(vocabulary_size=12)
 
@@ -86,6 +89,49 @@ def test_backbone_state_and_initial_memory_follow_the_spec():
     assert lm.memory_state.memory_spec == spec
     state = lm.memory_state.read(2)
     assert {k: tuple(v.shape) for k, v in state.items()} == spec.shapes(2)
+
+
+class BackboneWithMemoryInVariables(keras.Model):
+    """A user's model that keeps a backbone's memory dict in
+    non-trainable variables and passes their values to
+    `call_with_memory`."""
+
+    def __init__(self, backbone, batch_size):
+        super().__init__()
+        self.backbone = backbone
+        zeros = backbone.memory_spec.zeros(batch_size)
+        self.state = [
+            keras.Variable(value, trainable=False, name=key)
+            for key, value in zeros.items()
+        ]
+
+    def call(self, token_ids):
+        keys = self.backbone.memory_spec.keys
+        memory = {key: v.value for key, v in zip(keys, self.state)}
+        output, memory = self.backbone.call_with_memory(token_ids, memory)
+        for key, variable in zip(keys, self.state):
+            variable.assign(memory[key])
+        return output
+
+
+@pytest.mark.torch_ok
+def test_a_memory_held_in_variables_is_checked_only_eagerly():
+    """`predict` traces the call: the valid length, read from a variable
+    (a `tf.Variable` under TensorFlow), is not read there, and two
+    segments give the outputs of eager `call_with_memory` steps. Eagerly
+    the variable's values are checked."""
+    backbone = tiny_backbone(**TINY)
+    model = BackboneWithMemoryInVariables(backbone, batch_size=2)
+    segments = random_ids((2, 2, 3), high=12)  # two segments of 3
+    memory = backbone.initial_memory(2)
+    for ids in segments:
+        expected, memory = backbone.call_with_memory(ids, memory)
+        got = model.predict_on_batch(ids)
+        np.testing.assert_allclose(got, to_numpy(expected), atol=1e-6)
+    np.testing.assert_array_equal(to_numpy(model.state[1]), [4, 4])
+    model.state[1].assign([5, 0])
+    with pytest.raises(ValueError, match=r"must lie in .* M=4 .*\[0, 5\]"):
+        model(segments[0])
 
 
 def test_checkpoint_saves_and_restores_the_compressed_memory(tmp_path):

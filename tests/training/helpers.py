@@ -5,6 +5,7 @@ does (the authors' ordered layout: row `b` of batch `i + 1` continues row
 `b` of batch `i`), so that these tests do not depend on the data package.
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -68,3 +69,26 @@ def nll(logits, targets):
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)
     return float(-picked.mean())
+
+
+def moved_as_theirs(lm, expected, start, tolerance):
+    """Each trainable weight of `lm` against `expected`'s: the error of
+    its move from `start`, relative to their move (Frobenius norms).
+    Adam moves every weight with a gradient by about `lr` a step, so a
+    relative error is comparable across weights."""
+    assert len(lm.trainable_weights) == len(expected.trainable_weights)
+    errors = {}
+    for weight, want, before in zip(
+        lm.trainable_weights,
+        expected.trainable_weights,
+        start.trainable_weights,
+    ):
+        got, want, before = (
+            keras.ops.convert_to_numpy(w) for w in (weight, want, before)
+        )
+        moved = np.linalg.norm(want - before)
+        assert moved > 0, weight.path
+        errors[weight.path] = float(np.linalg.norm(got - want) / moved)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < tolerance, (worst, errors)
+    return errors
