@@ -125,7 +125,7 @@ def emit_steps(timings, baseline, tokens, fields):
 
 def segments(size):
     batch, length = size["batch_size"], size["segment_length"]
-    return common.ordered_segments(common.byte_corpus(), batch, length)
+    return common.segment_arrays(common.byte_corpus(), batch, length)
 
 
 # === Attention ===

@@ -232,7 +232,7 @@ def byte_corpus(max_bytes=None):
     return data.astype("int32")
 
 
-def ordered_segments(tokens, batch_size, segment_length):
+def segment_arrays(tokens, batch_size, segment_length):
     """(inputs, targets) arrays of ordered segments: row b of batch i + 1
     continues row b of batch i (the layout that memory carrying needs),
     shape (num_batches, batch, T) each."""
@@ -249,7 +249,7 @@ def ordered_segments(tokens, batch_size, segment_length):
 
 def to_dataset(x, y, repeat=1):
     """An ordered tf.data dataset of fixed-size batches from
-    `ordered_segments` arrays."""
+    `segment_arrays`."""
     import tensorflow as tf
 
     ds = tf.data.Dataset.from_tensor_slices((x, y))

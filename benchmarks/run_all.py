@@ -15,7 +15,7 @@ import sys
 import time
 
 from benchmarks import common
-from benchmarks import peers
+from benchmarks import goals
 
 fmt, pct, kind, nested = common.fmt, common.pct, common.kind, common.nested
 config, size_of = common.config, common.size_of
@@ -292,7 +292,7 @@ DROPOUT_INTRO = (
 SECTIONS = [
     declare(
         "Goals",
-        peers.goal_rows,
+        goals.goal_rows,
         """
 goal (reference size) | goal
 target | target | r
@@ -328,7 +328,7 @@ CPU time / Keras's `Dropout` | cpu_time_vs_keras_dropout:.2f | r""",
     ),
     declare(
         "Peers, measured in the same pass (`benchmarks/peers.py`)",
-        peers.peer_rows,
+        goals.peer_rows,
         """
 peer | name
 phase | phase

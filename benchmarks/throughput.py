@@ -226,7 +226,7 @@ def timed_phases(lm, size, phases, warmup, spe=1):
     # Just the bytes the steps read (a whole corpus in short segments
     # takes longer to slice than a few steps to run).
     tokens = common.byte_corpus(max_bytes=batch * (need * length + 1) + 1)
-    x, y = common.ordered_segments(tokens, batch, length)
+    x, y = common.segment_arrays(tokens, batch, length)
     dataset = common.to_dataset(x, y, repeat=-(-need // len(x)))
     for phase, steps in total.items():
         clock, start = step_clock(), time.perf_counter()

@@ -116,11 +116,11 @@ def main(argv=None):
     train_text, valid_text = text[:cut], text[cut:]
     tokenizer = data.make_tokenizer("char", text)
     train = data.segment_dataset(
-        data.encode(tokenizer, train_text),
+        tokenizer(train_text),  # 1-D ids
         args.batch_size,
         args.segment_length,
     ).take(args.steps)  # (B, T) inputs and targets
-    valid_ids = data.encode(tokenizer, valid_text)
+    valid_ids = tokenizer(valid_text)
     valid = data.segment_dataset(
         valid_ids, args.batch_size, args.segment_length
     )

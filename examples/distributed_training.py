@@ -77,7 +77,15 @@ NUM_HEADS = 4
 # JAX model parallelism: our own strategy name, on the devices that
 # `jax-data-parallel` configures.
 MODEL_PARALLEL = "jax-model-parallel"
-STRATEGIES = distribute.STRATEGY_NAMES + (MODEL_PARALLEL,)
+# `distribute.make_strategy`'s names, and ours.
+STRATEGIES = (
+    "none",
+    "mirrored",
+    "multiworker",
+    "tpu",
+    "jax-data-parallel",
+    MODEL_PARALLEL,
+)
 # The loss after the check's steps against one device's: sums in
 # another order, so float rounding. Measured on 2 CPU devices: 0 to
 # 4.8e-7 (`mirrored`, JAX data and model parallel, smoke and full runs);
@@ -162,10 +170,10 @@ def main(argv=None):
     # one, and each replica takes its rows of every batch. No shuffling:
     # the memory must stay aligned with the streams.
     train = data.segment_dataset(
-        data.encode(tokenizer, train_text), global_batch, args.segment_length
+        tokenizer(train_text), global_batch, args.segment_length
     )
     valid = data.segment_dataset(
-        data.encode(tokenizer, valid_text), global_batch, args.segment_length
+        tokenizer(valid_text), global_batch, args.segment_length
     )
     steps = int(train.cardinality()) * args.epochs
     args.check_steps = min(args.check_steps, steps)

@@ -135,9 +135,9 @@ def add_parser(subparsers):
 
 def run(args):
     """Runs `keras-txl ablate` with parsed arguments; returns 0."""
-    from keras_txl.ablation import markdown_report
     from keras_txl.ablation import run_ablation
     from keras_txl.ablation.report import PICTURES
+    from keras_txl.ablation.report import markdown_report
     from keras_txl.ablation.report import picture_series
     from keras_txl.utils.missing_extra_error import MissingExtraError
     from keras_txl_cli.plots import plot_lines

@@ -12,8 +12,8 @@ types of the numeric options are here too.
 
 import argparse
 
-# `keras_txl.data.CORPORA`: the corpora of `load_corpus` and the tokenizer
-# each is modeled with (`keras-txl train`'s default `--tokenizer`).
+# `keras_txl.data.corpora.CORPORA`: the corpora of `load_corpus` and the
+# tokenizer each is modeled with (`keras-txl train`'s default `--tokenizer`).
 CORPORA = {
     "builtin": "char",
     "enwik8": "byte",
@@ -24,13 +24,13 @@ CORPORA = {
 DATASETS = tuple(CORPORA)
 # The tokenizers of `keras-txl train --tokenizer`.
 TOKENIZERS = ("byte", "char", "word")
-# `keras_txl.distribute.STRATEGY_NAMES`.
+# `keras_txl.distribute.strategies.STRATEGY_NAMES`.
 STRATEGY_NAMES = ("none", "mirrored", "multiworker", "tpu", "jax-data-parallel")
 # The keras-hub samplers that `TransformerXLCausalLM.generate` runs (the
 # contrastive sampler reads hidden states this model does not keep, the
 # speculative one needs a draft model): `keras-txl generate --sampler`.
 SAMPLERS = ("greedy", "top_k", "top_p", "random", "beam")
-# `keras_txl.ablation.VARIANTS`: the variants of `keras-txl ablate`.
+# `keras_txl.ablation.study.VARIANTS`: the variants of `keras-txl ablate`.
 VARIANTS = (
     "recurrence_relative",
     "no_recurrence",

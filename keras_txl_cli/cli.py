@@ -90,7 +90,7 @@ def _one_line_errors():
     """The errors that the command prints as one line, without a
     traceback: bad input, a file that cannot be used, a run that
     diverged, an optional package that is not installed."""
-    from keras_txl.training import TrainingDiverged
+    from keras_txl.training.nan_guard import TrainingDiverged
     from keras_txl.utils.missing_extra_error import MissingExtraError
 
     return (ValueError, OSError, TrainingDiverged, MissingExtraError)

@@ -54,12 +54,12 @@ def sentence_log_probabilities(lm, sentence):
     `0, 1, 2, ...` (modulo the vocabulary)."""
     import numpy as np
 
-    from keras_txl import data
+    from keras_txl.data.tokenization import encode
     from keras_txl.training.evaluation import per_token_losses
 
     vocabulary_size = lm.backbone.vocabulary_size
     if lm.preprocessor is not None:
-        ids = data.encode(lm.preprocessor.tokenizer, sentence)
+        ids = encode(lm.preprocessor.tokenizer, sentence)
     else:
         ids = np.arange(len(sentence.split())) % vocabulary_size
     ids = np.asarray(ids, "int32")[None]  # (1, tokens)

@@ -181,7 +181,7 @@ def evaluate(
             right, as `TransformerXLCausalLM.score` reads it); else the
             run's batch size (fewer streams if the text is short).
         metrics_json: optional path of a JSON file for the results.
-        dataset: optional name of `keras_txl.data.CORPORA` (`"enwik8"`,
+        dataset: optional name of `keras_txl.data.corpora.CORPORA` (`"enwik8"`,
             ...; `"builtin"` with `corpus`: the text file the run held
             `valid_fraction` of): score its `split` instead of a file.
         split: `"valid"`, `"test"` or `None` (test when the corpus has
@@ -215,6 +215,7 @@ def evaluate(
         and `text` (what was scored).
     """
     from keras_txl import data
+    from keras_txl.data.token_cache import token_cache_writes
     from keras_txl.training.evaluation import evaluate_bpc
     from keras_txl.training.evaluation import evaluate_segments
     from keras_txl.utils import run_folder
@@ -241,7 +242,7 @@ def evaluate(
             run_config.get("dataset", "builtin"),
             run_config.get("corpus"),
         )
-        pending = data.token_cache_writes(store=trained_on, log=log)
+        pending = token_cache_writes(store=trained_on, log=log)
         try:
             with pending.active():
                 splits = data.corpus_ids(
@@ -268,7 +269,7 @@ def evaluate(
         training_ids = splits.train
     else:
         _warn_unknown(tokenizer, corpus)
-        with data.token_cache_writes(store=False).active():  # one-off text
+        with token_cache_writes(store=False).active():  # one-off text
             text = data.load_corpus("builtin", corpus, valid_fraction=0.0)
             ids = data.corpus_ids(tokenizer, text.train, log=log)
         name = os.fspath(corpus)

@@ -72,7 +72,7 @@ def add_parser(subparsers):
 def run(args):
     """Runs `keras-txl export` (Keras is imported by now), then prints
     one line that names what was written."""
-    from keras_txl.export import export_main
+    from keras_txl.export.saved_model import export_main
 
     out_dir = export_main(
         args.model_dir,

@@ -60,7 +60,7 @@ def run(args):
     import keras
 
     from keras_txl.ablation import compare_contexts
-    from keras_txl.ablation import validation_characters
+    from keras_txl.ablation.study import validation_characters
 
     ids, vocabulary = validation_characters(
         ablation_corpus(args.corpus), args.eval_tokens

@@ -210,11 +210,11 @@ def _preprocessor(tokenizer):
     """The preprocessor of `lm.generate("text")` for `tokenizer`. A
     keras-hub `ByteTokenizer` (runs saved before keras-txl had its own)
     becomes keras-txl's, which writes whole characters only."""
-    from keras_txl.models import ByteTokenizer
     from keras_txl.models import TransformerXLCausalLMPreprocessor
+    from keras_txl.models import Utf8ByteTokenizer
 
     if type(tokenizer) is keras_hub.tokenizers.ByteTokenizer:
-        tokenizer = ByteTokenizer.from_config(tokenizer.get_config())
+        tokenizer = Utf8ByteTokenizer.from_config(tokenizer.get_config())
     return TransformerXLCausalLMPreprocessor(tokenizer)
 
 

@@ -17,11 +17,13 @@ def ordered_segments(
     `token_ids`; a text too short for one batch raises `CorpusError`
     naming `part` ("training", "validation", ...)."""
     from keras_txl import data
+    from keras_txl.data.segments import segment_info
+    from keras_txl.data.text_source import CorpusError
 
     try:
-        data.segment_info(len(token_ids), batch_size, segment_length)
-    except data.CorpusError as error:
-        raise data.CorpusError(f"The {part} text is too short. {error}")
+        segment_info(len(token_ids), batch_size, segment_length)
+    except CorpusError as error:
+        raise CorpusError(f"The {part} text is too short. {error}")
     return data.segment_dataset(
         token_ids,
         batch_size,

@@ -39,7 +39,7 @@ class TrainConfig:
     `keras_txl_cli.sizes.TRAIN_SIZES`) in `resolved()`.
 
     Fields:
-        dataset: a name of `keras_txl.data.CORPORA`: `"builtin"` (the
+        dataset: a name of `keras_txl.data.corpora.CORPORA`: `"builtin"` (the
             default corpus), `"enwik8"`, `"text8"`, `"wikitext103"` or
             `"one_billion_word"`.
         corpus: path of a text file (with `dataset="builtin"` it replaces
@@ -65,8 +65,9 @@ class TrainConfig:
         metrics_json: optional path of the metrics file.
         verbose: Keras verbosity of `fit` (1: progress bars, of the
             validation passes too; 2: one line per epoch; 0: none).
-        strategy: one of `keras_txl.distribute.STRATEGY_NAMES`: how `fit`
-            spreads the batch over devices (`"none"`: one device).
+        strategy: a strategy name of `keras_txl.distribute.make_strategy`:
+            how `fit` spreads the batch over devices (`"none"`: one
+            device).
         num_devices: int >= 1 or `None` (every device of the host):
             devices per host of the strategy.
         tpu: str or `None`, for strategy `"tpu"` only: `"local"` on a TPU
@@ -232,7 +233,7 @@ class TrainConfig:
         backend, or a dtype policy Keras does not know (imports Keras)."""
         import keras
 
-        from keras_txl.distribute import check_strategy_name
+        from keras_txl.distribute.strategies import check_strategy_name
 
         try:
             check_strategy_name(self.strategy)

@@ -19,16 +19,16 @@ import time
 import keras
 
 from keras_txl.distribute import device_budget
-from keras_txl.training import MemoryReset
-from keras_txl.training import TrainingDiverged
-from keras_txl.training import TrainingInterrupted
+from keras_txl.models import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.nan_guard import NanGuard
+from keras_txl.training.nan_guard import TrainingDiverged
 from keras_txl.training.periodic_validation import PeriodicValidation
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_csv_logger import StepCSVLogger
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.stop_on_signal import StopOnSignal
+from keras_txl.training.stop_on_signal import TrainingInterrupted
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
@@ -190,10 +190,10 @@ def fit_language_model(config, callbacks=(), log=print):
 
 
 def _fit(config, strategy, folder, callbacks, log):
-    from keras_txl import data
+    from keras_txl.data.token_cache import token_cache_writes
 
     # The token cache's new entries are kept with the first checkpoint.
-    pending = data.token_cache_writes(log=log)
+    pending = token_cache_writes(log=log)
     try:
         with pending.active():
             run_data = _RunData.load(config, folder, log)
@@ -346,7 +346,7 @@ class _RunData:
     def load(cls, config, folder, log):
         """Reads the corpus (the run's saved tokenizer when resuming, else
         a new one, saved in `folder`) and cuts it into ordered segments."""
-        from keras_txl import data
+        from keras_txl.data.segments import num_batches
 
         batch, length = config.batch_size, config.segment_length
         loading = time.perf_counter()
@@ -371,7 +371,7 @@ class _RunData:
             valid=ordered_segments(
                 valid_ids, valid_batch, length, vocabulary_size, "validation"
             ),
-            steps_per_pass=data.num_batches(len(corpus.train), batch, length),
+            steps_per_pass=num_batches(len(corpus.train), batch, length),
         )
         log(
             f"Corpus: {len(corpus.train):,} training and "
@@ -651,7 +651,8 @@ def _sample(lm, tokenizer, corpus, config):
     """The text after training: `(prompt, continuation)`, the first
     validation tokens and the `config.sample_tokens` tokens that continue
     them (`(None, None)` for 0 tokens)."""
-    from keras_txl import data
+    from keras_txl.data.tokenization import decode
+    from keras_txl.data.tokenization import encode
 
     if not config.sample_tokens:
         return None, None
@@ -660,12 +661,12 @@ def _sample(lm, tokenizer, corpus, config):
         if len(corpus.valid)
         else (corpus.train[:PROMPT_TOKENS])
     )
-    prompt = data.decode(tokenizer, prompt_ids)
+    prompt = decode(tokenizer, prompt_ids)
     sample = generate_text(
         lm,
         tokenizer,
         prompt,
-        max_length=len(data.encode(tokenizer, prompt)) + config.sample_tokens,
+        max_length=len(encode(tokenizer, prompt)) + config.sample_tokens,
         sampler=make_sampler("top_k", seed=config.seed),
         memory_length=config.eval_memory_length or None,
     )

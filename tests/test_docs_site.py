@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from keras_txl.layers import RelativeMultiHeadAttention
+from tests.test_layout import PUBLIC
 
 REPO = Path(__file__).resolve().parents[1]
 # One rendered entry of a docstring section: `<li ...><b><code>NAME</code>
@@ -77,6 +78,18 @@ def test_mkdocs_build_strict_documents_call_arguments(tmp_path):
     # mkdocs's warnings (a plugin's, a hook's too), which --strict may
     # not count.
     assert not re.search(r"^WARNING +-", log, re.M), log[-3000:]
+    # Each package's page documents its public names, and no other.
+    for package, names in PUBLIC.items():
+        page = (tmp_path / f"site/api/{package}/index.html").read_text()
+        # (A function that shares its module's name is rendered from the
+        # module: `keras_txl.training.dynamic_evaluation.dynamic_evaluation`.)
+        pattern = rf'id="keras_txl\.{package}\.(?:(\w+)\.)?(\w+)"'
+        entries = {
+            name
+            for module, name in re.findall(pattern, page)
+            if module in ("", name)
+        }
+        assert sorted(entries) == sorted(names), package
     page = (tmp_path / "site/api/layers/index.html").read_text()
     # The "Call arguments:" section is a list with one entry per
     # argument, named, with its own description and no other's.

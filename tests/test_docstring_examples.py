@@ -1,50 +1,37 @@
-"""Every `>>>` example in the docstrings of the public API runs and prints
-what it says (the `Example:` blocks of the classes, their methods and the
-public functions of each package's `__all__`)."""
+"""Every `>>>` example in the library's docstrings runs and prints what it
+says: the `Example:` blocks of every class, method and function of every
+module (the public API's and the internal helpers' alike)."""
 
 import doctest
 import importlib
 import inspect
+import pkgutil
 
 import pytest
 
-PACKAGES = (
-    "keras_txl.layers",
-    "keras_txl.models",
-    "keras_txl.training",
-    "keras_txl.data",
-    "keras_txl.distribute",
-    "keras_txl.export",
-    "keras_txl.convert",
-    "keras_txl.ablation",
-)
+import keras_txl
 
 
-def _public_objects():
-    """`(name, object, module globals)` of every public class and function
-    whose docstrings (or methods' docstrings) hold `>>>` examples."""
+def _library_objects():
+    """`(name, object)` of every class and function defined in a module
+    of the library (`keras_txl.__main__`, which runs the command, aside)."""
     found = {}
-    for package_name in PACKAGES:
-        package = importlib.import_module(package_name)
-        for name in getattr(package, "__all__", ()):
-            value = getattr(package, name)
+    for info in pkgutil.walk_packages(keras_txl.__path__, "keras_txl."):
+        if info.name.endswith(".__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
             if not (inspect.isclass(value) or inspect.isfunction(value)):
                 continue
-            if not value.__module__.startswith("keras_txl"):
-                continue
-            # A class and the keras_txl classes it is made of (mixins
-            # such as `TransformerXLGeneration`, whose methods it shows).
-            for part in getattr(value, "__mro__", (value,)):
-                if part.__module__.startswith("keras_txl"):
-                    key = f"{part.__module__}.{part.__qualname__}"
-                    found.setdefault(key, part)
+            if value.__module__ == info.name:
+                found.setdefault(f"{info.name}.{value.__qualname__}", value)
     return sorted(found.items())
 
 
 def _doctests():
     finder = doctest.DocTestFinder(exclude_empty=True)
     tests = []
-    for key, value in _public_objects():
+    for key, value in _library_objects():
         module = importlib.import_module(value.__module__)
         for test in finder.find(value, key, module=module):
             if test.examples:

@@ -1,7 +1,7 @@
-"""The house's shape, kept: `models/` in keras-hub's size, no file past
-700 lines, one benchmark per question, and a public surface that
-docs/design.md lists. Read from the files: nothing is imported but the
-packages' `__all__`."""
+"""The house's shape, kept: no file past 800 lines (a longer one holds
+more than one concept: split it by concept, never trim it), one benchmark
+per question, and a public surface that docs/design.md lists. Read from
+the files: nothing is imported but the packages' `__all__`."""
 
 import ast
 import re
@@ -9,7 +9,7 @@ import re
 from tests.test_case import REPO
 from tests.test_case import repository_files
 
-MAX_LINES = 700
+MAX_LINES = 800
 
 
 def _python_files(folder):
@@ -25,13 +25,7 @@ def _lines(path):
         return sum(1 for _ in file)
 
 
-def test_models_has_at_most_twelve_files():
-    files = [p for p in _python_files("keras_txl/models")]
-    names = sorted(p.name for p in files if p.name != "__init__.py")
-    assert len(names) <= 12, names
-
-
-def test_no_module_of_the_library_or_benchmarks_passes_700_lines():
+def test_no_module_of_the_library_or_benchmarks_passes_800_lines():
     files = _python_files("keras_txl") + _python_files("benchmarks")
     assert len(files) > 50
     long = {
@@ -43,12 +37,18 @@ def test_no_module_of_the_library_or_benchmarks_passes_700_lines():
 
 
 def test_benchmarks_answer_a_question_each():
-    files = [
-        p for p in repository_files() if p.is_relative_to(REPO / "benchmarks")
+    """Each script of benchmarks/ opens with the one question or job it
+    has (no count of files or lines: issue 52 found the 3,500-line cap met
+    by trimming)."""
+    files = _python_files("benchmarks")
+    assert len(files) > 5
+    silent = [
+        p.name
+        for p in files
+        if p.name != "__init__.py"
+        and not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))
     ]
-    lines = sum(_lines(p) for p in files if p.suffix == ".py")
-    assert len(files) <= 12, sorted(p.name for p in files)
-    assert lines <= 3500, lines
+    assert not silent, f"say what these benchmark scripts answer: {silent}"
 
 
 def _all(tree):
@@ -75,21 +75,112 @@ def test_the_top_level_all_names_every_public_package():
     assert set(packages) <= set(_package_all()), packages
 
 
-def test_design_md_lists_every_public_name():
+# The public API (CONTRIBUTING.md, "Version policy"): what a user calls,
+# constructs or subclasses, package by package. The command's plumbing and
+# the helpers behind these names stay in their modules (issue 52: 77 names
+# before, the token cache, `encode`/`decode`, the ablation's report...).
+PUBLIC = {
+    "layers": [
+        "AdaptiveEmbedding",
+        "AdaptiveSoftmax",
+        "CompressiveMemory",
+        "MemoryCache",
+        "RelativeMultiHeadAttention",
+        "RelativePositionEmbedding",
+        "TransformerXLBlock",
+    ],
+    "metrics": ["BatchCrossEntropy", "BitsPerCharacter"],
+    "models": [
+        "CharacterTokenizer",
+        "CompressiveTransformerXLBackbone",
+        "MemoryReset",
+        "MemorySpec",
+        "TransformerXLBackbone",
+        "TransformerXLCausalLM",
+        "TransformerXLCausalLMPreprocessor",
+        "TransformerXLTokenizer",
+        "Utf8ByteTokenizer",
+    ],
+    "training": [
+        "NanGuard",
+        "StopOnSignal",
+        "dynamic_evaluation",
+        "evaluate_bpc",
+        "evaluate_segments",
+        "transformer_xl_optimizer",
+    ],
+    "data": [
+        "corpus_ids",
+        "load_corpus",
+        "make_tokenizer",
+        "one_billion_word_dataset",
+        "segment_dataset",
+        "text_segment_dataset",
+    ],
+    "distribute": [
+        "ReplicaStrategy",
+        "configure_devices",
+        "device_budget",
+        "make_strategy",
+    ],
+    "export": ["export_litert", "export_saved_model"],
+    "convert": [
+        "from_huggingface",
+        "from_official_pytorch",
+        "from_official_tensorflow",
+    ],
+    "ablation": [
+        "AblationTransformerXLBackbone",
+        "UnrolledSegmentsLM",
+        "compare_contexts",
+        "relative_effective_context_length",
+        "run_ablation",
+    ],
+}
+MAX_PUBLIC_NAMES = 45
+
+
+def _public_packages():
+    return [n for n in _package_all() if n != "__version__"]
+
+
+def test_the_public_api_is_these_names_and_at_most_45():
+    found = {p: sorted(_package_all(p)) for p in _public_packages()}
+    assert found == {p: sorted(names) for p, names in PUBLIC.items()}
+    count = sum(len(names) for names in found.values())
+    assert count <= MAX_PUBLIC_NAMES, count
+
+
+def _design_map():
+    """`{package: [names]}` of docs/design.md's package map: the third
+    column of each package's row."""
     design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
-    words = set(re.findall(r"`([A-Za-z_][\w.]*)`", design))
-    missing = {
-        package: [n for n in _package_all(package) if n not in words]
-        for package in (
-            "layers",
-            "metrics",
-            "models",
-            "training",
-            "data",
-            "distribute",
-            "export",
-            "convert",
+    table = design[design.index("## Package map") :]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        match = re.fullmatch(r"`(\w+)/`", cells[0]) if len(cells) == 3 else None
+        if match:
+            rows[match.group(1)] = re.findall(r"`(\w+)`", cells[2])
+    return rows
+
+
+def test_design_md_lists_every_public_name():
+    rows = _design_map()
+    listed = {p: sorted(rows.get(p, [])) for p in _public_packages()}
+    assert listed == {p: sorted(_package_all(p)) for p in _public_packages()}
+
+
+def test_the_api_site_lists_every_public_name():
+    """Each package's page of the API site (docs/api/PACKAGE.md) renders
+    exactly its `__all__`, by name (mkdocstrings' `members`); the built
+    pages are checked by tests/test_docs_site.py."""
+    for package in _public_packages():
+        page = (REPO / "docs" / "api" / f"{package}.md").read_text("utf-8")
+        assert f"::: keras_txl.{package}\n" in page, package
+        members = re.findall(r"^ +- (\w+)$", page, re.M)
+        # A function that shares its module's name, rendered from it.
+        members += re.findall(
+            rf"^::: keras_txl\.{package}\.(\w+)\.\1$", page, re.M
         )
-    }
-    missing = {k: v for k, v in missing.items() if v}
-    assert not missing, f"docs/design.md's package map lacks {missing}"
+        assert sorted(members) == sorted(_package_all(package)), package

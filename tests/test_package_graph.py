@@ -195,7 +195,7 @@ PRIVATE_KERAS_USES = {
     "_flatten_layers": {"models/transformer_xl_backbone.py"},
     "_inbound_nodes": {"layers/adaptive_softmax.py"},
     "_keras_history": {"layers/adaptive_softmax.py"},
-    "_use_tf_workflow": {"models/character_tokenizer.py"},
+    "_use_tf_workflow": {"models/vocabulary_tokenizer.py"},
 }
 
 

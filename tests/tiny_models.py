@@ -32,6 +32,7 @@ import keras
 import numpy as np
 
 from keras_txl import data
+from keras_txl.data.tokenization import encode
 from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
@@ -220,7 +221,7 @@ def shakespeare_ids(num_chars):
     text = (DATA / "tinyshakespeare.txt").read_text(encoding="utf-8")
     text = text[:num_chars]
     tokenizer = data.make_tokenizer("char", text)
-    return data.encode(tokenizer, text), tokenizer.vocabulary_size()
+    return encode(tokenizer, text), tokenizer.vocabulary_size()
 
 
 # The text of the tiny training runs (172 characters).

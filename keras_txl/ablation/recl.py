@@ -142,7 +142,7 @@ def relative_effective_context_length(losses, ratio=0.1, threshold=0.01):
     Args:
         losses: dict `{model name: {context length: per-token losses}}`
             (nats), every model measured on the same tokens at the same
-            context lengths (`keras_txl.ablation.context_losses` measures
+            context lengths (`keras_txl.ablation.recl.context_losses` measures
             them).
         ratio: float in (0, 1]. `r`, the share of hardest tokens (by the
             baseline at the short context) that count. The paper reports

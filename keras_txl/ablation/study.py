@@ -19,9 +19,10 @@ from keras_txl.ablation.cost import measure_step_cost
 from keras_txl.ablation.recl import compare_contexts
 from keras_txl.ablation.recl import default_contexts
 from keras_txl.ablation.unrolled_segments_lm import UnrolledSegmentsLM
+from keras_txl.data.segments import num_batches
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
+from keras_txl.models import MemoryReset
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
-from keras_txl.training import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
@@ -105,7 +106,7 @@ def _train(
     )
     length = segments_per_step * segment_length
     dataset = data.segment_dataset(train_ids, batch_size, length)
-    batches = data.num_batches(len(train_ids), batch_size, length)
+    batches = num_batches(len(train_ids), batch_size, length)
     history = StepHistory(batch_size * length, total_steps=steps)
     start = time.perf_counter()
     model.fit(
@@ -234,7 +235,7 @@ def run_ablation(
         (each variant evaluated with `long_memory_length`),
         `"valid_bpc_per_seed"`, `"memory_sweep"`, `"recl"`, `"training"`
         (per variant and seed: time, losses), `"cost"` and `"config"`
-        (`keras_txl.ablation.markdown_report` makes its tables).
+        (`keras_txl.ablation.report.markdown_report` makes its tables).
 
     Example:
 

@@ -14,7 +14,8 @@ tokenizer from them and `keras_txl.data.corpus_ids` their token ids.
 - `"one_billion_word"`: the extracted archive at `path`.
 
 Problems with the corpus (missing or empty file, failed download or
-checksum) raise `keras_txl.data.CorpusError` with a one-line message.
+checksum) raise `CorpusError` (`data/text_source.py`, a `ValueError`)
+with a one-line message.
 
 Example:
 
@@ -22,7 +23,7 @@ Example:
 >>> folder = tempfile.mkdtemp()
 >>> path = os.path.join(folder, "corpus.txt")
 >>> _ = open(path, "w").write("abcdefghij")
->>> corpus = load_corpus("builtin", path, 0.2, 0.1, cache_dir=folder)
+>>> corpus = load_corpus("builtin", path, 0.2, 0.1, token_cache_dir=folder)
 >>> [(part.start, part.stop) for part in corpus]
 [(0, 7), (7, 9), (9, 10)]
 >>> train, valid, test = load_corpus("builtin", valid_fraction=0.05)
@@ -96,7 +97,7 @@ def load_corpus(
     path=None,
     valid_fraction=0.1,
     test_fraction=0.0,
-    cache_dir=None,
+    token_cache_dir=None,
     **options,
 ):
     """The train, validation and test parts of a corpus.
@@ -121,10 +122,12 @@ def load_corpus(
             One Billion Word the held-out shard 00000 for both.
         test_fraction: float in [0, 1): the share held out for test, the
             last one.
-        cache_dir: optional token cache folder (a file's split offsets and
-            text8's content check are cached there).
-        **options: of the benchmarks: `download_dir` (the Keras cache
-            folder for downloads, default `~/.keras`), `origin` (the URL
+        token_cache_dir: optional token cache folder (a file's split
+            offsets and text8's content check are cached there; default
+            `$KERAS_TXL_CACHE`, else `~/.keras/keras_txl_cache`).
+        **options: of the benchmarks: `download_dir` (where downloads
+            go: the `cache_dir` of `keras.utils.get_file`, default
+            `~/.keras`), `origin` (the URL
             of a mirror of the archive) and `file_hash` (the sha256 or md5
             the download must have; `None` skips the check); of
             `"wikitext103"` also `variant`: `"tokens"` (default,
@@ -160,12 +163,14 @@ def load_corpus(
     if name == "builtin":
         if path is None:
             return _split_text(_builtin_text(), valid_fraction, test_fraction)
-        return _text_file_corpus(path, valid_fraction, test_fraction, cache_dir)
+        return _text_file_corpus(
+            path, valid_fraction, test_fraction, token_cache_dir
+        )
     if name == "enwik8":
         source = _archived_source("enwik8", path, **options)
         return _held_out_parts(source._replace(errors="surrogateescape"))
     if name == "text8":
-        return _text8(path, cache_dir, **options)
+        return _text8(path, token_cache_dir, **options)
     if name == "wikitext103":
         return _wikitext103(path, **options)
     if path is None:
@@ -258,7 +263,7 @@ def split_sizes(size, valid_fraction, test_fraction):
     return num_train, num_valid, size - num_train - num_valid
 
 
-def _text_file_corpus(path, valid_fraction, test_fraction, cache_dir):
+def _text_file_corpus(path, valid_fraction, test_fraction, token_cache_dir):
     """The parts of a text file as `_split_text` cuts its text, as byte
     ranges: the file is read in chunks to count its UTF-8 characters and
     to find the byte where each part starts; the offsets are cached
@@ -304,7 +309,7 @@ def _text_file_corpus(path, valid_fraction, test_fraction, cache_dir):
         {"fractions": [valid_fraction, test_fraction]},
         [source],
         offsets,
-        cache_dir,
+        token_cache_dir,
     )
     return Corpus(
         source._replace(stop=train_end),
@@ -314,7 +319,7 @@ def _text_file_corpus(path, valid_fraction, test_fraction, cache_dir):
 
 
 def _text8(
-    path, cache_dir, download_dir=None, origin=TEXT8_URL, file_hash=None
+    path, token_cache_dir, download_dir=None, origin=TEXT8_URL, file_hash=None
 ):
     """text8's parts, after a check (once per file, in chunks, cached)
     that it holds only "a"-"z" and " " (no checksum is published)."""
@@ -326,7 +331,7 @@ def _text8(
                 return False
         return True
 
-    if not cached_json("text8-check", {}, [source], check, cache_dir):
+    if not cached_json("text8-check", {}, [source], check, token_cache_dir):
         raise CorpusError(
             "This text8 file holds characters other than 'a'-'z' and ' ': "
             "it is not the text8 corpus. Pass the original text8 or "

@@ -159,7 +159,7 @@ def one_billion_word_dataset(
     batch_size,
     sequence_length,
     seed=0,
-    cache_dir=None,
+    token_cache_dir=None,
     log=None,
 ):
     """Training batches in the paper's setting: shuffled sentences.
@@ -177,7 +177,7 @@ def one_billion_word_dataset(
         batch_size: int. Number of streams.
         sequence_length: int. Segment length `T`.
         seed: int. Seed of the shuffles (pass `p` uses `seed + p`).
-        cache_dir: optional token cache folder.
+        token_cache_dir: optional token cache folder.
         log: optional function that prints a line when a shard is
             tokenized (the first time only).
 
@@ -195,7 +195,9 @@ def one_billion_word_dataset(
     def batches():
         rng = np.random.default_rng(seed + next(passes))
         for shard in rng.permutation(len(corpus.train)):
-            ids = corpus_ids(tokenizer, corpus.train[shard], cache_dir, log)
+            ids = corpus_ids(
+                tokenizer, corpus.train[shard], token_cache_dir, log
+            )
             stream = _shuffled_sentences(ids, end_of_sentence, rng)
             length = len(stream) // batch_size
             count = (length - 1) // sequence_length

@@ -324,12 +324,13 @@ def _check_token_ids(token_ids, vocabulary_size):
     if ids.ndim != 1:
         raise ValueError(
             "`token_ids` must be a 1-D array of the whole corpus (from "
-            f"`keras_txl.data.encode`). Received shape {ids.shape}."
+            f"`keras_txl.data.corpus_ids`). Received shape {ids.shape}."
         )
     if ids.size and not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(
             "`token_ids` must hold integer ids. Received dtype "
-            f"{ids.dtype}. Tokenize the text with `keras_txl.data.encode`."
+            f"{ids.dtype}. Tokenize the text with `keras_txl.data.corpus_ids` "
+            "or the tokenizer."
         )
     limit = vocabulary_size or np.iinfo(np.int32).max
     if isinstance(ids, np.memmap) or ids.dtype.itemsize < 4:

@@ -25,7 +25,7 @@ class CorpusError(ValueError):
     ```python
     try:
         corpus = keras_txl.data.load_corpus("enwik8", path)
-    except keras_txl.data.CorpusError as error:
+    except ValueError as error:  # a CorpusError
         raise SystemExit(f"error: {error}")
     ```
     """

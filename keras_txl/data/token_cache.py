@@ -23,7 +23,7 @@ checkpoint: a run that fails before leaves no entry), and with
 `store=False` nothing is written at all: the ids are tokenized into
 memory (`keras-txl evaluate --corpus FILE`, a one-off text).
 `token_cache_entries()` and `clear_token_cache()` list and free the cache
-(`keras-txl cache --list`, `--clear`). The folder is `cache_dir`, else
+(`keras-txl cache --list`, `--clear`). The folder is `token_cache_dir`, else
 `$KERAS_TXL_CACHE`, else `$KERAS_HOME/keras_txl_cache`
 (`~/.keras/keras_txl_cache`): `token_cache_folder()`.
 """
@@ -76,8 +76,12 @@ def token_cache_writes(store=True, log=None):
     >>> cache = os.path.join(folder, "cache")
     >>> writes = token_cache_writes()
     >>> with writes.active():
-    ...     corpus = data.load_corpus("builtin", path, 0.25, cache_dir=cache)
-    ...     tokenizer = data.make_tokenizer("char", corpus, cache_dir=cache)
+    ...     corpus = data.load_corpus(
+    ...         "builtin", path, 0.25, token_cache_dir=cache
+    ...     )
+    ...     tokenizer = data.make_tokenizer(
+    ...         "char", corpus, token_cache_dir=cache
+    ...     )
     >>> all(name.endswith(".partial") for name in os.listdir(cache))
     True
     >>> writes.commit()
@@ -130,18 +134,18 @@ class PendingWrites:
         self.files, self.created = [], []
 
 
-def token_cache_folder(cache_dir=None):
-    """The folder of the token cache (not created): `cache_dir`, else
+def token_cache_folder(token_cache_dir=None):
+    """The folder of the token cache (not created): `token_cache_dir`, else
     `$KERAS_TXL_CACHE`, else `$KERAS_HOME/keras_txl_cache`
     (`~/.keras/keras_txl_cache`)."""
-    return cache_folder(cache_dir, create=False)
+    return cache_folder(token_cache_dir, create=False)
 
 
-def cache_folder(cache_dir=None, create=True):
+def cache_folder(token_cache_dir=None, create=True):
     """The folder of the token cache, created if needed.
 
     Args:
-        cache_dir: optional folder; `None`: `$KERAS_TXL_CACHE`, else
+        token_cache_dir: optional folder; `None`: `$KERAS_TXL_CACHE`, else
             `$KERAS_HOME/keras_txl_cache` (`~/.keras/keras_txl_cache`),
             else (not writable) one in the temporary folder.
         create: bool. Create the folder if it does not exist (inside a
@@ -153,32 +157,32 @@ def cache_folder(cache_dir=None, create=True):
     pending = _PENDING.get()
     if pending is not None and not pending.store:
         create = False
-    if cache_dir is None:
-        cache_dir = os.environ.get(ENVIRONMENT_VARIABLE)
-    if cache_dir is None:
+    if token_cache_dir is None:
+        token_cache_dir = os.environ.get(ENVIRONMENT_VARIABLE)
+    if token_cache_dir is None:
         home = os.environ.get("KERAS_HOME") or os.path.join(
             os.path.expanduser("~"), ".keras"
         )
-        cache_dir = os.path.join(home, "keras_txl_cache")
-        if create and not _can_create(cache_dir):
-            cache_dir = os.path.join(
+        token_cache_dir = os.path.join(home, "keras_txl_cache")
+        if create and not _can_create(token_cache_dir):
+            token_cache_dir = os.path.join(
                 tempfile.gettempdir(), ".keras", "keras_txl_cache"
             )
-    cache_dir = os.fspath(cache_dir)
-    if create and not os.path.isdir(cache_dir):
-        missing = cache_dir
+    token_cache_dir = os.fspath(token_cache_dir)
+    if create and not os.path.isdir(token_cache_dir):
+        missing = token_cache_dir
         while not os.path.exists(os.path.dirname(missing)):
             missing = os.path.dirname(missing)
-        os.makedirs(cache_dir, exist_ok=True)
+        os.makedirs(token_cache_dir, exist_ok=True)
         if pending is not None:
             pending.created.append(missing)
             if pending.log is not None:
                 pending.log(
-                    f"Token cache: {cache_dir} (new; `keras-txl cache "
+                    f"Token cache: {token_cache_dir} (new; `keras-txl cache "
                     "--list` shows it, `keras-txl cache --clear` frees it, "
                     f"${ENVIRONMENT_VARIABLE} moves it)."
                 )
-    return cache_dir
+    return token_cache_dir
 
 
 def _can_create(folder):
@@ -202,7 +206,9 @@ def id_dtype(vocabulary_size):
     return np.dtype(np.int32)
 
 
-def cached_ids(sources, fingerprint, dtype, pieces, cache_dir=None, log=None):
+def cached_ids(
+    sources, fingerprint, dtype, pieces, token_cache_dir=None, log=None
+):
     """The ids of `sources`, computed once and then memory-mapped.
 
     Args:
@@ -210,7 +216,7 @@ def cached_ids(sources, fingerprint, dtype, pieces, cache_dir=None, log=None):
         fingerprint: str. What else the ids depend on (the tokenizer's).
         dtype: the dtype of the file (`id_dtype`).
         pieces: function of a source that yields its ids, piece by piece.
-        cache_dir: optional cache folder (see `cache_folder`).
+        token_cache_dir: optional cache folder (see `cache_folder`).
         log: optional function that prints a line when the cache is built.
 
     Returns:
@@ -229,7 +235,7 @@ def cached_ids(sources, fingerprint, dtype, pieces, cache_dir=None, log=None):
         identity, stat = identity[0], stat[0]
     key = _key({"ids": identity, "tokenizer": fingerprint})
     pending = _PENDING.get()
-    folder = cache_folder(cache_dir)
+    folder = cache_folder(token_cache_dir)
     ids_path = os.path.join(folder, f"{key}.{dtype.name}.ids")
     meta_path = os.path.join(folder, f"{key}.json")
     meta = _read_json(meta_path)
@@ -283,7 +289,7 @@ def cached_ids(sources, fingerprint, dtype, pieces, cache_dir=None, log=None):
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
 
 
-def cached_json(name, parameters, sources, compute, cache_dir=None):
+def cached_json(name, parameters, sources, compute, token_cache_dir=None):
     """`compute()` (a JSON value computed from `sources`), cached until a
     source changes.
 
@@ -292,7 +298,7 @@ def cached_json(name, parameters, sources, compute, cache_dir=None):
         parameters: JSON dict of what else the value depends on.
         sources: the `TextSource`s the value is computed from.
         compute: function of no argument that returns the value.
-        cache_dir: optional cache folder.
+        token_cache_dir: optional cache folder.
 
     Returns:
         The value, from the cache when `sources` have the size and
@@ -307,7 +313,7 @@ def cached_json(name, parameters, sources, compute, cache_dir=None):
             "format": FORMAT_VERSION,
         }
     )
-    path = os.path.join(cache_folder(cache_dir), f"{key}.{name}.json")
+    path = os.path.join(cache_folder(token_cache_dir), f"{key}.{name}.json")
     stats = [source_stat(source) for source in sources]
     meta = _read_json(path)
     if meta is not None and meta.get("stats") == stats:
@@ -390,14 +396,14 @@ def _write_json(path, value):
         raise
 
 
-def token_cache_entries(cache_dir=None):
+def token_cache_entries(token_cache_dir=None):
     """What the token cache holds, one dict per entry: `kind` (`"ids"`,
     `"vocabulary"`, `"split"` and other computed values, or
     `"unfinished"`: a temporary file of a process that was killed),
     `files` (paths), `bytes`, and for token ids `source` (the text's
     file and byte range) and `tokens`. Empty if the folder does not
     exist (it is not created)."""
-    folder = cache_folder(cache_dir, create=False)
+    folder = cache_folder(token_cache_dir, create=False)
     if not os.path.isdir(folder):
         return []
     names = sorted(os.listdir(folder))
@@ -457,10 +463,10 @@ def token_cache_entries(cache_dir=None):
     return entries
 
 
-def clear_token_cache(cache_dir=None):
+def clear_token_cache(token_cache_dir=None):
     """Deletes the token cache's folder and everything in it. Returns
     `(files, bytes)` deleted."""
-    folder = cache_folder(cache_dir, create=False)
+    folder = cache_folder(token_cache_dir, create=False)
     if not os.path.isdir(folder):
         return 0, 0
     count = size = 0

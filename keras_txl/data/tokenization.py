@@ -8,7 +8,7 @@ the token cache); `encode` turns a text into one `np.int32` array of ids,
 `get_config` (the word vocabulary as a keras-hub asset) and work inside
 `tf.data`:
 
-- `"byte"`: `keras_txl.models.ByteTokenizer(lowercase=False)` (keras-hub's,
+- `"byte"`: `keras_txl.models.Utf8ByteTokenizer(lowercase=False)` (keras-hub's,
   savable in a preset): the UTF-8 bytes of the text, 256 ids (enwik8 in
   the Transformer-XL paper).
 - `"char"`: `keras_txl.models.CharacterTokenizer`: one id per distinct
@@ -53,8 +53,8 @@ from keras_txl.data.token_cache import FORMAT_VERSION
 from keras_txl.data.token_cache import cached_ids
 from keras_txl.data.token_cache import cached_json
 from keras_txl.data.token_cache import id_dtype
-from keras_txl.models import ByteTokenizer
 from keras_txl.models import CharacterTokenizer
+from keras_txl.models import Utf8ByteTokenizer
 from keras_txl.models.transformer_xl_tokenizer import END_OF_LINE_TOKEN
 from keras_txl.models.transformer_xl_tokenizer import is_whole_word_tokenizer
 from keras_txl.models.transformer_xl_tokenizer import join_words
@@ -68,7 +68,9 @@ _MAX_WORD_BYTES = 100
 _WORDS_PER_CHUNK = 1 << 20
 
 
-def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
+def make_tokenizer(
+    kind, corpus=None, vocabulary_size=None, token_cache_dir=None
+):
     """Builds a tokenizer whose vocabulary comes from a text or a corpus.
 
     Args:
@@ -92,7 +94,7 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
             `<unk>`. `"word"`: `None` keeps every
             word; an int keeps `<unk>`, `<eos>` and the
             `vocabulary_size - 2` most frequent words.
-        cache_dir: optional token cache folder.
+        token_cache_dir: optional token cache folder.
 
     Returns:
         A `keras_hub.tokenizers.Tokenizer`; `tokenizer.vocabulary_size()`
@@ -122,7 +124,7 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
                 "A byte tokenizer has 256 ids: `vocabulary_size` must be "
                 f"None or 256. Received: vocabulary_size={vocabulary_size}"
             )
-        return ByteTokenizer(lowercase=False)
+        return Utf8ByteTokenizer(lowercase=False)
     if isinstance(corpus, Corpus):
         if kind == "word" and corpus.word_list is not None:
             return _word_list_tokenizer(corpus.word_list, vocabulary_size)
@@ -140,7 +142,9 @@ def make_tokenizer(kind, corpus=None, vocabulary_size=None, cache_dir=None):
             )
         else:
             sources = [s for part in corpus for s in part_sources(part)]
-            return _counted_tokenizer(kind, sources, vocabulary_size, cache_dir)
+            return _counted_tokenizer(
+                kind, sources, vocabulary_size, token_cache_dir
+            )
     if not isinstance(corpus, str) or not corpus:
         raise CorpusError(
             f"A {kind} tokenizer needs a non-empty training text for its "
@@ -164,7 +168,7 @@ class CorpusIds(NamedTuple):
     test: np.ndarray
 
 
-def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
+def corpus_ids(tokenizer, corpus, token_cache_dir=None, log=None):
     """The token ids of a corpus's parts: those of a file tokenized once
     into the token cache and memory-mapped, so a second run starts in
     seconds and a corpus costs 1, 2 or 4 bytes per token however large it
@@ -174,7 +178,7 @@ def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
         tokenizer: a tokenizer of `make_tokenizer` (or any `encode` takes).
         corpus: a `Corpus` of `keras_txl.data.load_corpus`, or one part of
             it (`corpus.valid`).
-        cache_dir: optional token cache folder.
+        token_cache_dir: optional token cache folder.
         log: optional function that prints a line when a file is
             tokenized.
 
@@ -200,7 +204,10 @@ def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
     if isinstance(corpus, Corpus):
         return CorpusIds(
             tokenizer,
-            *(corpus_ids(tokenizer, part, cache_dir, log) for part in corpus),
+            *(
+                corpus_ids(tokenizer, part, token_cache_dir, log)
+                for part in corpus
+            ),
         )
     if isinstance(corpus, str):
         return encode(tokenizer, corpus)
@@ -209,7 +216,7 @@ def corpus_ids(tokenizer, corpus, cache_dir=None, log=None):
         tokenizer_fingerprint(tokenizer),
         id_dtype(int(tokenizer.vocabulary_size())),
         lambda source: _encode_pieces(tokenizer, source),
-        cache_dir,
+        token_cache_dir,
         log,
     )
 
@@ -407,7 +414,7 @@ def _word_list_tokenizer(path, vocabulary_size):
     return _word_tokenizer(reserved + words)
 
 
-def _counted_tokenizer(kind, sources, vocabulary_size, cache_dir):
+def _counted_tokenizer(kind, sources, vocabulary_size, token_cache_dir):
     """The `kind` tokenizer of the text of `sources` (files), counted chunk
     by chunk; its vocabulary is cached until a source changes."""
 
@@ -448,7 +455,7 @@ def _counted_tokenizer(kind, sources, vocabulary_size, cache_dir):
         },
         sources,
         count,
-        cache_dir,
+        token_cache_dir,
     )
     if kind == "char":
         return CharacterTokenizer(

@@ -11,15 +11,12 @@ global_batch_size)` and `strategy.distribute_dataset(dataset)`. See
 
 from keras_txl.distribute.device_budget import device_budget
 from keras_txl.distribute.replica_strategy import ReplicaStrategy
-from keras_txl.distribute.strategies import STRATEGY_NAMES
-from keras_txl.distribute.strategies import check_strategy_name  # noqa: F401 (the CLI)
 from keras_txl.distribute.strategies import configure_devices
 from keras_txl.distribute.strategies import make_strategy
 
 __all__ = [
-    "STRATEGY_NAMES",
     "ReplicaStrategy",
     "configure_devices",
-    "make_strategy",
     "device_budget",
+    "make_strategy",
 ]

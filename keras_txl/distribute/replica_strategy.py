@@ -30,8 +30,8 @@ class ReplicaStrategy:
       several hosts a fixed set of rows to each replica.
 
     Args:
-        name: str. One of `keras_txl.distribute.STRATEGY_NAMES`, or a name
-            of your own for your own distribution.
+        name: str. A strategy name of `keras_txl.distribute.make_strategy`,
+            or a name of your own for your own distribution.
         native: the engine's strategy or distribution (`None` for `"none"`
             outside TensorFlow).
         num_replicas: int. Replicas in sync (devices along the batch axis).

@@ -11,14 +11,9 @@ documented in `keras_txl.export.serving_assets`.
 """
 
 from keras_txl.export.litert import export_litert
-from keras_txl.export.saved_model import INITIAL_MEMORY_SIGNATURE
-from keras_txl.export.saved_model import SERVING_SIGNATURE
-from keras_txl.export.saved_model import export_main  # noqa: F401 (the CLI)
 from keras_txl.export.saved_model import export_saved_model
 
 __all__ = [
-    "INITIAL_MEMORY_SIGNATURE",
-    "SERVING_SIGNATURE",
     "export_litert",
     "export_saved_model",
 ]

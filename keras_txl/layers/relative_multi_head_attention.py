@@ -6,7 +6,8 @@ import numpy as np
 from keras import ops
 
 from keras_txl.layers.packed_dropout import PackedDropout
-from keras_txl.utils.validation import check_attention_memory
+from keras_txl.utils.tensor_values import dtype_name
+from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 
@@ -127,6 +128,82 @@ def attention_allowed(
         user = ops.cast(user_mask, "bool")  # (b, T, K)
         allowed = ops.logical_and(allowed, user)
     return allowed
+
+
+def check_attention_memory(query, memory, memory_valid_length, key_values=None):
+    """Checks `memory` (or `key_values`) and `memory_valid_length`
+    before they are used, as the backbone's `MemorySpec` checks a memory
+    dict. Raises a `ValueError` that names the argument, what was
+    received, what is expected and how to fix it.
+
+    Shapes and dtypes are static: they are checked at trace time too.
+    The values of `memory_valid_length` (within `[0, M]`) are checked
+    only where they are concrete (NumPy, a Python list, an eager
+    tensor): under `jit` or `tf.function` a traced value cannot be read
+    without a host sync, and is not checked."""
+    query_shape = tuple(query.shape)
+    memory_length = 0
+    if memory is not None:
+        shape = tuple(memory.shape)
+        if len(shape) != 3:
+            raise ValueError(
+                "`memory` must have shape `(batch, M, dim)`, the states of "
+                "the layer below for `M` earlier positions. Received: "
+                f"memory.shape={shape}. Pass `memory=None` for no memory."
+            )
+        dtype = dtype_name(memory)
+        if "float" not in dtype:
+            raise ValueError(
+                "`memory` must hold hidden states, a floating-point tensor "
+                f"(the states of the layer below). Received: dtype={dtype}. "
+                "Pass the states themselves (token ids go through the "
+                "embedding first)."
+            )
+        for axis, name in ((-1, "width"), (0, "batch size")):
+            got, want = shape[axis], query_shape[axis]
+            if got is not None and want is not None and got != want:
+                raise ValueError(
+                    f"`memory` must have the {name} of the query, {want}: "
+                    "shape `(batch, M, dim)` with the query's batch and "
+                    f"dim. Received: memory.shape={shape}, query.shape="
+                    f"{query_shape}. Pass the states of this layer's input "
+                    "for the same batch."
+                )
+        memory_length = shape[1]
+    elif key_values is not None:
+        keys = key_values.shape[1]
+        memory_length = None if keys is None else keys - query_shape[1]
+    if memory_valid_length is None:
+        return
+    valid_dtype = dtype_name(memory_valid_length)
+    if "int" not in valid_dtype:
+        raise ValueError(
+            "`memory_valid_length` must be integers: the number of valid "
+            f"slots of each row. Received: dtype={valid_dtype}. Cast it to "
+            "int32."
+        )
+    valid_shape = tuple(np.shape(memory_valid_length))
+    if (
+        len(valid_shape) != 1
+        or None not in (valid_shape[0], query_shape[0])
+        and valid_shape[0] != query_shape[0]
+    ):
+        raise ValueError(
+            "`memory_valid_length` must have shape `(batch,)`, one length "
+            f"per row of the query, ({query_shape[0]},). Received: "
+            f"memory_valid_length.shape={valid_shape}."
+        )
+    if memory_length is None or not is_concrete(memory_valid_length):
+        return
+    values = np.asarray(ops.convert_to_numpy(memory_valid_length))
+    if values.size and (values.min() < 0 or values.max() > memory_length):
+        raise ValueError(
+            f"`memory_valid_length` must lie in [0, M] = [0, {memory_length}]"
+            f" for a memory of M={memory_length} slots. Received: "
+            f"memory_valid_length={values.tolist()}. Pass the lengths "
+            "returned with the memory (`MemoryCache`), or `None` when "
+            "every slot is valid."
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")

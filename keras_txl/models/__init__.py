@@ -1,13 +1,14 @@
 """Transformer-XL models: the backbone (and the Compressive
 Transformer's), the causal LM with the memory it carries between the
 batches of `fit`, `evaluate` and `predict`, its preprocessor and
-tokenizers, and `MemorySpec`, what a memory holds."""
+tokenizers, `MemorySpec`, what a memory holds, and `MemoryReset`, where
+the carried memory empties."""
 
-from keras_txl.models.byte_tokenizer import ByteTokenizer
 from keras_txl.models.character_tokenizer import CharacterTokenizer
 from keras_txl.models.compressive_transformer_xl_backbone import (
     CompressiveTransformerXLBackbone,
 )
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
@@ -15,14 +16,16 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
+from keras_txl.models.utf8_byte_tokenizer import Utf8ByteTokenizer
 
 __all__ = [
-    "ByteTokenizer",
     "CharacterTokenizer",
     "CompressiveTransformerXLBackbone",
+    "MemoryReset",
     "MemorySpec",
     "TransformerXLBackbone",
     "TransformerXLCausalLM",
     "TransformerXLCausalLMPreprocessor",
     "TransformerXLTokenizer",
+    "Utf8ByteTokenizer",
 ]

@@ -29,14 +29,14 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.models.memory_state import MemoryReset
+from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
 from keras_txl.models.transformer_xl_backbone import lora_enabled
+from keras_txl.utils.tensor_values import is_concrete
+from keras_txl.utils.token_data import check_token_data
+from keras_txl.utils.token_data import check_token_ids
+from keras_txl.utils.token_data import in_vocabulary
 from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_token_data
-from keras_txl.utils.validation import check_token_ids
-from keras_txl.utils.validation import in_vocabulary
-from keras_txl.utils.validation import is_concrete
 
 
 def bind_arguments(method, args, kwargs):

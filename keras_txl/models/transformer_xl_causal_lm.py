@@ -35,11 +35,11 @@ from keras_txl.utils.damaged_file_error import DamagedFileError
 from keras_txl.utils.saved_files import PRESET_WEIGHTS_FILES
 from keras_txl.utils.saved_files import check_preset_files
 from keras_txl.utils.saved_files import check_weights_fit
+from keras_txl.utils.tensor_values import is_concrete
+from keras_txl.utils.token_data import check_token_ids
+from keras_txl.utils.token_data import in_vocabulary
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_token_ids
-from keras_txl.utils.validation import in_vocabulary
-from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
@@ -58,7 +58,7 @@ class TransformerXLCausalLM(
       memory_state`) and attends to it, so consecutive batches of ordered
       segments (row `b` of batch `i + 1` continues row `b` of batch `i`)
       see the text before them. The first batch fixes the batch size;
-      `reset_memory()` forgets, and a `keras_txl.training.MemoryReset`
+      `reset_memory()` forgets, and a `keras_txl.models.MemoryReset`
       callback (added unless given) does at each epoch start and before
       each evaluation and prediction.
 
@@ -517,8 +517,9 @@ class TransformerXLCausalLM(
         A saved optimizer has its slot variables only if it was built
         (the model was trained); one that was not has just its 2 scalars.
         Which one was saved is known only when Keras hands the optimizer
-        its saved variables, so the optimizer is built then, to match
-        (built up front, an untrained save warns and is skipped)."""
+        its saved variables, so the optimizer is built then, to match:
+        built up front, an untrained save would be skipped with a
+        warning, and left unbuilt, a trained one would lose its state."""
         self.compile(**keras.saving.deserialize_keras_object(config))
         optimizer = self.optimizer
         variables = self.trainable_variables

@@ -12,8 +12,8 @@ whatever the length of the text; the scores are those of a hand loop over
 import numpy as np
 from keras import ops
 
+from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_token_ids
 
 SCORING_MODES = ("logits", "loss")
 # Tokens per segment when `segment_length` is None (as `generate`'s

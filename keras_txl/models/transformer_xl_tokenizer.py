@@ -3,7 +3,7 @@ rules, for the released models), and what makes the `"word"` tokenizer
 of `keras_txl.data.make_tokenizer` (keras-hub's
 `WordPieceTokenizer(split=False)`, which takes words, not text) text in,
 text out for `TransformerXLCausalLMPreprocessor` and
-`keras_txl.data.encode`/`decode`: `split_words` and `join_words`.
+`keras_txl.data.tokenization.encode`/`decode`: `split_words` and `join_words`.
 
 >>> split_words("the cat\\nsat", END_OF_LINE_TOKEN)
 ['the', 'cat', '<eos>', 'sat']
@@ -19,7 +19,7 @@ import keras
 import keras_hub
 import numpy as np
 
-from keras_txl.models.character_tokenizer import VocabularyTokenizer
+from keras_txl.models.vocabulary_tokenizer import VocabularyTokenizer
 from keras_txl.utils.missing_extra_error import import_extra
 from keras_txl.utils.restricted_unpickler import restricted_loads
 

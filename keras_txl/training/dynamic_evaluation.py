@@ -83,8 +83,10 @@ def dynamic_evaluation(
         segments_per_update: int >= 1. Segments scored between two steps;
             the step is on their mean loss.
         batch_size: int. Number of streams (1: the paper's).
-        memory_length, clamp_length, same_length, start: as
-            `evaluate_segments`.
+        memory_length: as `evaluate_segments`.
+        clamp_length: as `evaluate_segments`.
+        same_length: as `evaluate_segments`.
+        start: as `evaluate_segments`.
         calibration_ids: `"rms"` only: optional 1-D int array (training
             text) for `MS`, read as the text is (streams, segments, memory).
         calibration_segments: int >= 1: at most this many segments of
@@ -117,9 +119,9 @@ def dynamic_evaluation(
     """
     import numpy as np
 
+    from keras_txl.utils.token_data import check_token_ids
     from keras_txl.utils.validation import check_positive_float
     from keras_txl.utils.validation import check_positive_int
-    from keras_txl.utils.validation import check_token_ids
 
     settings = _check_settings(
         method, learning_rate, decay, calibration_ids, epsilon

@@ -257,7 +257,7 @@ def per_token_losses(
     """The loss of every token of `streams` after the first, by
     `TransformerXLCausalLM.score` (segments, memory carried): the one
     per-token evaluation, under `evaluate_segments`, `--token-losses` and
-    RECL's `keras_txl.ablation.context_losses`.
+    RECL's `keras_txl.ablation.recl.context_losses`.
 
     Args:
         lm: a `TransformerXLCausalLM`.

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_txl.ablation import measure_step_cost
+from keras_txl.ablation.cost import measure_step_cost
 from tests.tiny_models import backbone_config
 
 TINY = backbone_config(num_layers=1)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.ablation import context_losses
 from keras_txl.ablation import relative_effective_context_length
-from keras_txl.ablation import relative_gain
-from keras_txl.ablation import relative_gains
+from keras_txl.ablation.recl import context_losses
+from keras_txl.ablation.recl import relative_gain
+from keras_txl.ablation.recl import relative_gains
 from tests.test_case import to_numpy
 from tests.tiny_models import PLAIN_LM
 from tests.tiny_models import tiny_lm

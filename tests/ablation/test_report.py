@@ -3,8 +3,8 @@ the pictures of a `run_ablation` result."""
 
 import numpy as np
 
-from keras_txl.ablation import markdown_report
-from keras_txl.ablation import picture_series
+from keras_txl.ablation.report import markdown_report
+from keras_txl.ablation.report import picture_series
 
 
 def _run(bpc):

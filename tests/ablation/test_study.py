@@ -4,10 +4,10 @@ study whose records and sweep fit together."""
 import pytest
 
 from keras_txl import data
-from keras_txl.ablation import VARIANTS
 from keras_txl.ablation import run_ablation
-from keras_txl.ablation import validation_characters
-from keras_txl.ablation import variant_config
+from keras_txl.ablation.study import VARIANTS
+from keras_txl.ablation.study import validation_characters
+from keras_txl.ablation.study import variant_config
 from keras_txl.data.text_source import Corpus
 
 ARCHITECTURE = dict(

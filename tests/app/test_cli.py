@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 
 from keras_txl import data
+from keras_txl.data.corpora import CORPORA
+from keras_txl.data.tokenization import decode
+from keras_txl.data.tokenization import encode
 from keras_txl_cli import artifacts
 from keras_txl_cli.cli import main
 
@@ -263,7 +266,7 @@ def _check_generate(output, capsys):
 
     lm = artifacts.load_model(output)
     tokenizer = artifacts.load_tokenizer(output)
-    ids = data.encode(tokenizer, prompt)
+    ids = encode(tokenizer, prompt)
     lm.compile(sampler=keras_hub.samplers.GreedySampler())
     inputs = {
         "token_ids": np.zeros((1, max_length), "int32"),
@@ -274,7 +277,7 @@ def _check_generate(output, capsys):
     outputs = lm.generate(inputs, stop_token_ids=None, memory_length=16)
     tokens = np.asarray(outputs["token_ids"])[0]
     np.testing.assert_array_equal(tokens[: len(ids)], ids)
-    assert printed[0] == data.decode(tokenizer, tokens) + "\n"
+    assert printed[0] == decode(tokenizer, tokens) + "\n"
 
     for extra, match in (
         (["--max-length", "5"], "shorter than the prompt (9 tokens)"),
@@ -302,7 +305,7 @@ import numpy as np
 from keras_txl_cli import train_run
 from keras_txl_cli.cli import main
 from keras_txl_cli.train_config import TrainConfig
-from keras_txl.training import TrainingCheckpoint
+from keras_txl.training.training_checkpoint import TrainingCheckpoint
 
 corpus, folder, strategy, tiny_run = sys.argv[1:]
 two = ["--strategy", strategy, "--num-devices", "2"]
@@ -613,13 +616,13 @@ def test_mistakes_come_back_before_keras_is_imported(tmp_path, argv, match):
 
 
 def test_the_parser_choices_are_the_librarys():
-    from keras_txl import ablation
-    from keras_txl import distribute
+    from keras_txl.ablation.study import VARIANTS
+    from keras_txl.distribute.strategies import STRATEGY_NAMES
     from keras_txl_cli import choices
 
-    assert choices.CORPORA == data.CORPORA
-    assert choices.STRATEGY_NAMES == distribute.STRATEGY_NAMES
-    assert choices.VARIANTS == ablation.VARIANTS
+    assert choices.CORPORA == CORPORA
+    assert choices.STRATEGY_NAMES == STRATEGY_NAMES
+    assert choices.VARIANTS == VARIANTS
 
 
 def test_printable_escapes_control_bytes_only():

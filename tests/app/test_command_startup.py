@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import pytest
 
 from keras_txl import data
@@ -120,7 +121,7 @@ def test_the_run_file_names_are_the_librarys():
         for kind in ("byte", "char")
     }
     registered = {
-        kind: f"keras_txl>{type(tokenizer).__name__}"
+        kind: keras.saving.get_registered_name(type(tokenizer))
         for kind, tokenizer in tokenizers.items()
     }
     assert registered["byte"] in path_checks.BYTE_TOKENIZERS

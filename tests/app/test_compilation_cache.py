@@ -15,7 +15,7 @@ import jax
 import keras
 import pytest
 
-from keras_txl.models.byte_tokenizer import ByteTokenizer
+from keras_txl.models import Utf8ByteTokenizer
 from keras_txl_cli import compilation_cache
 from tests.tiny_models import tokenizer_lm
 
@@ -38,7 +38,9 @@ def _files(folder):
 
 def test_the_command_fills_its_jax_cache(tmp_path):
     # A one-layer, width-8 byte-level run: the cheapest `generate`.
-    tokenizer_lm(ByteTokenizer(), seed=0).save_to_preset(str(tmp_path / "run"))
+    tokenizer_lm(Utf8ByteTokenizer(), seed=0).save_to_preset(
+        str(tmp_path / "run")
+    )
     env = dict(
         os.environ,
         KERAS_BACKEND="jax",

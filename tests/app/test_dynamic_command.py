@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from keras_txl.models import ByteTokenizer
+from keras_txl.models import Utf8ByteTokenizer
 from keras_txl_cli import artifacts
 from tests.tiny_models import tiny_lm
 
@@ -23,7 +23,7 @@ def test_evaluate_dynamic_prints_static_and_dynamic_side_by_side(tmp_path):
         memory_length=8,
     )
     run = str(tmp_path / "run")
-    artifacts.save_model(lm, run, ByteTokenizer())
+    artifacts.save_model(lm, run, Utf8ByteTokenizer())
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Pack my box with five dozen liquor jugs. " * 12)
     metrics = str(tmp_path / "dynamic.json")

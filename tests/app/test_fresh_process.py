@@ -96,7 +96,7 @@ def _use_the_runs(backend, tmp_path):
     loaded = used["load"]
     tokenizers = {
         "char": "CharacterTokenizer",
-        "byte": "ByteTokenizer",
+        "byte": "Utf8ByteTokenizer",
         "word": "WordPieceTokenizer",
         "wikitext103": "TransformerXLTokenizer",
     }

@@ -9,7 +9,7 @@ import os
 import keras
 import pytest
 
-from keras_txl.training import MemoryReset
+from keras_txl.models import MemoryReset
 from keras_txl.utils import run_folder
 from keras_txl_cli import artifacts
 from keras_txl_cli.cli import make_parser

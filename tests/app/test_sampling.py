@@ -4,6 +4,7 @@ prints after the prompt."""
 import pytest
 
 from keras_txl import data
+from keras_txl.data.tokenization import encode
 from keras_txl_cli.sampling import generate_text
 from keras_txl_cli.sampling import prompt_as_read
 from tests.tiny_models import tiny_lm
@@ -17,7 +18,7 @@ def test_prompt_and_continuation_read_as_one_text(kind):
     tokenizer = data.make_tokenizer(kind, TEXT)
     lm = tiny_lm(vocabulary_size=tokenizer.vocabulary_size())
     prompt = "the cat" if kind == "word" else "the c"
-    ids = data.encode(tokenizer, prompt)
+    ids = encode(tokenizer, prompt)
     head = prompt_as_read(tokenizer, prompt)  # `keras-txl generate` prints
     text = generate_text(  # ... then this
         lm, tokenizer, prompt, len(ids) + NEW, sampler="greedy"

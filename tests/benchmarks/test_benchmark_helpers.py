@@ -40,9 +40,9 @@ def test_attention_flops_grow_with_memory_length():
     assert longer - short == pytest.approx(4 * per_layer)
 
 
-def test_ordered_segments_continue_each_stream():
+def test_segment_arrays_continue_each_stream():
     tokens = np.arange(1000)
-    x, y = common.ordered_segments(tokens, batch_size=3, segment_length=7)
+    x, y = common.segment_arrays(tokens, batch_size=3, segment_length=7)
     assert x.shape[1:] == (3, 7) and x.shape == y.shape
     np.testing.assert_array_equal(y[:, :, :-1], x[:, :, 1:])
     # Row b of batch i + 1 starts where row b of batch i ended.

@@ -5,13 +5,13 @@ import zipfile
 import numpy as np
 import pytest
 
-from keras_txl.data import CORPORA
-from keras_txl.data import CorpusError
 from keras_txl.data import corpora
 from keras_txl.data import corpus_ids
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
+from keras_txl.data.corpora import CORPORA
 from keras_txl.data.corpora import HELD_OUT_SIZE
+from keras_txl.data.text_source import CorpusError
 from keras_txl.data.text_source import read_chunks
 from keras_txl.data.text_source import text_chunks
 
@@ -84,7 +84,7 @@ def test_text_file_errors_name_path_and_fix(tmp_path):
     empty.write_bytes(b"")
     for fraction in (0.0, 0.1):
         with pytest.raises(CorpusError) as excinfo:
-            load_corpus("builtin", empty, fraction, cache_dir=tmp_path)
+            load_corpus("builtin", empty, fraction, token_cache_dir=tmp_path)
         _one_line_error(excinfo, str(empty), "empty")
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"caf\xe9 au lait")
@@ -156,7 +156,7 @@ def test_split_errors(tmp_path):
     path = tmp_path / "abc.txt"
     path.write_text("abc")
     with pytest.raises(CorpusError) as excinfo:
-        load_corpus("builtin", path, 0.1, 0.1, cache_dir=tmp_path)
+        load_corpus("builtin", path, 0.1, 0.1, token_cache_dir=tmp_path)
     _one_line_error(excinfo, "3 characters", "valid_fraction=0.1")
     with pytest.raises(ValueError, match="valid_fraction"):
         load_corpus("builtin", path, valid_fraction=1.5)
@@ -238,14 +238,14 @@ def test_text8_splits_and_alphabet_check(tmp_path, monkeypatch):
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz ", np.uint8)
     data = alphabet[rng.integers(0, 27, FAKE_SIZE)].tobytes()
     archive = _write_zip(tmp_path / "text8.zip", {"text8": data})
-    splits = load_corpus("text8", archive, cache_dir=tmp_path)
+    splits = load_corpus("text8", archive, token_cache_dir=tmp_path)
     _assert_held_out_split(splits, data)
-    assert load_corpus("text8", tmp_path, cache_dir=tmp_path) == splits
+    assert load_corpus("text8", tmp_path, token_cache_dir=tmp_path) == splits
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "text8").write_bytes(data[:-1] + b"X")
     with pytest.raises(CorpusError, match="not the text8 corpus"):
-        load_corpus("text8", bad, cache_dir=tmp_path)
+        load_corpus("text8", bad, token_cache_dir=tmp_path)
 
 
 @pytest.mark.parametrize("variant", ["tokens", "raw"])

@@ -1,9 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_txl.data import CorpusError
 from keras_txl.data import corpus_ids
-from keras_txl.data import encode
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
 from keras_txl.data import one_billion_word_dataset
@@ -13,6 +11,8 @@ from keras_txl.data.one_billion_word import HELDOUT_FILE
 from keras_txl.data.one_billion_word import HELDOUT_FOLDER
 from keras_txl.data.one_billion_word import TRAIN_FOLDER
 from keras_txl.data.one_billion_word import _shuffled_sentences
+from keras_txl.data.text_source import CorpusError
+from keras_txl.data.tokenization import encode
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -54,7 +54,7 @@ def test_files_and_tokenizers(fake_layout, tmp_path):
     assert files.word_list is None
     with open(files.valid.path, "a") as file:
         file.write("heldout_only w1\n")
-    counted = make_tokenizer("word", files, cache_dir=tmp_path)
+    counted = make_tokenizer("word", files, token_cache_dir=tmp_path)
     vocabulary = counted.get_vocabulary()
     assert vocabulary[:2] == ["<unk>", "<eos>"]
     assert set(vocabulary[2:]) <= set(WORDS)
@@ -87,7 +87,7 @@ def test_shuffled_sentences_keeps_sentences_whole():
 def test_dataset_reads_shuffled_whole_sentences(fake_layout, tmp_path):
     path, shards, _ = fake_layout
     files = _load(path)
-    tokenizer = make_tokenizer("word", files, cache_dir=tmp_path)
+    tokenizer = make_tokenizer("word", files, token_cache_dir=tmp_path)
     eos = tokenizer.token_to_id("<eos>")
     known = {
         tuple(encode(tokenizer, line + "\n"))
@@ -95,14 +95,14 @@ def test_dataset_reads_shuffled_whole_sentences(fake_layout, tmp_path):
         for line in lines
     }
     dataset = one_billion_word_dataset(
-        files, tokenizer, 2, 8, seed=0, cache_dir=tmp_path
+        files, tokenizer, 2, 8, seed=0, token_cache_dir=tmp_path
     )
     first = [(a.numpy(), b.numpy()) for a, b in dataset]
     second = [(a.numpy(), b.numpy()) for a, b in dataset]  # next pass
     again = [
         (a.numpy(), b.numpy())
         for a, b in one_billion_word_dataset(
-            files, tokenizer, 2, 8, seed=0, cache_dir=tmp_path
+            files, tokenizer, 2, 8, seed=0, token_cache_dir=tmp_path
         )
     ]
     assert len(first) > 10 and first[0][0].shape == (2, 8)
@@ -126,7 +126,7 @@ def test_trains_through_the_adaptive_softmax(fake_layout, tmp_path):
 
     path, _, heldout = fake_layout
     files = _load(path)
-    tokenizer = make_tokenizer("word", files, cache_dir=tmp_path)
+    tokenizer = make_tokenizer("word", files, token_cache_dir=tmp_path)
     size = int(tokenizer.vocabulary_size())
     lm = tiny_lm(
         seed=None,
@@ -139,7 +139,7 @@ def test_trains_through_the_adaptive_softmax(fake_layout, tmp_path):
     )
     lm.compile(optimizer=keras.optimizers.Adam(3e-2))
     train = one_billion_word_dataset(
-        files, tokenizer, 2, 8, seed=0, cache_dir=tmp_path
+        files, tokenizer, 2, 8, seed=0, token_cache_dir=tmp_path
     )
     valid = corpus_ids(tokenizer, files.valid, tmp_path)
     assert len(valid) == sum(len(line.split()) + 1 for line in heldout)
@@ -171,7 +171,7 @@ def test_read_as_every_corpus_is(fake_layout, tmp_path):
     the other, in the benchmark's order, as one training text."""
     path, shards, heldout = fake_layout
     corpus = _load(path)
-    tokenizer = make_tokenizer("word", corpus, cache_dir=tmp_path)
+    tokenizer = make_tokenizer("word", corpus, token_cache_dir=tmp_path)
     ids = corpus_ids(tokenizer, corpus, tmp_path)
     text = "".join("\n".join(lines) + "\n" for lines in shards.values())
     np.testing.assert_array_equal(ids.train, encode(tokenizer, text))

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_txl.data import CorpusError
-from keras_txl.data import num_batches
 from keras_txl.data import segment_dataset
-from keras_txl.data import segment_info
-from keras_txl.data import shard_streams
+from keras_txl.data.segments import num_batches
+from keras_txl.data.segments import segment_info
+from keras_txl.data.segments import shard_streams
+from keras_txl.data.text_source import CorpusError
 
 
 def _expected_batches(ids, batch_size, sequence_length, drop_remainder):

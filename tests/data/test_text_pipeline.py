@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_txl.data import encode
 from keras_txl.data import make_tokenizer
 from keras_txl.data import segment_dataset
 from keras_txl.data import text_segment_dataset
 from keras_txl.data.text_pipeline import text_ids_fn
+from keras_txl.data.tokenization import encode
 from keras_txl.models import CharacterTokenizer
 
 CORPUS = os.path.join(

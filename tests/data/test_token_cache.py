@@ -4,19 +4,19 @@ import zipfile
 import numpy as np
 import pytest
 
-from keras_txl.data import CorpusError
 from keras_txl.data import corpus_ids
-from keras_txl.data import encode
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
 from keras_txl.data import segment_dataset
 from keras_txl.data import text_source
-from keras_txl.data import token_cache_entries
 from keras_txl.data import tokenization
 from keras_txl.data.corpora import HELD_OUT_SIZE
 from keras_txl.data.corpora import _split_text
+from keras_txl.data.text_source import CorpusError
 from keras_txl.data.text_source import TextSource
 from keras_txl.data.text_source import text_chunks
+from keras_txl.data.token_cache import token_cache_entries
+from keras_txl.data.tokenization import encode
 from keras_txl.data.tokenization import tokenizer_fingerprint
 
 CORPUS = os.path.join(
@@ -48,7 +48,7 @@ def test_cache_gives_the_ids_of_encode(tmp_path, small_chunks, kind, text):
     else:
         text = ODD_TEXT
     source = TextSource(_write(tmp_path, text))
-    tokenizer = make_tokenizer(kind, [source], cache_dir=tmp_path)
+    tokenizer = make_tokenizer(kind, [source], token_cache_dir=tmp_path)
     reference = make_tokenizer(kind, text)
     assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(reference)
     built = []
@@ -64,7 +64,7 @@ def test_cache_gives_the_ids_of_encode(tmp_path, small_chunks, kind, text):
     # The vocabulary is cached too.
     kinds = [entry["kind"] for entry in token_cache_entries(tmp_path)]
     assert kinds.count("vocabulary") == (kind != "byte")
-    rebuilt = make_tokenizer(kind, [source], cache_dir=tmp_path)
+    rebuilt = make_tokenizer(kind, [source], token_cache_dir=tmp_path)
     assert tokenizer_fingerprint(rebuilt) == tokenizer_fingerprint(reference)
 
 
@@ -115,7 +115,7 @@ def test_killed_tokenization_leaves_nothing_trusted(tmp_path, monkeypatch):
 def test_text_file_splits_as_text_in_memory(tmp_path, small_chunks):
     text = ODD_TEXT * 7
     path = _write(tmp_path, text)
-    splits = load_corpus("builtin", path, 0.1, 0.2, cache_dir=tmp_path)
+    splits = load_corpus("builtin", path, 0.1, 0.2, token_cache_dir=tmp_path)
     expected = _split_text(text, 0.1, 0.2)
     tokenizer = make_tokenizer("char", text)
     for source, part in zip(splits, expected):
@@ -147,7 +147,7 @@ def test_enwik8_ids_from_zip_and_file(tmp_path, small_chunks):
             np.testing.assert_array_equal(ids, encode(byte, part))
     # A character vocabulary of the bytes decoded with surrogateescape.
     sources = load_corpus("enwik8", tmp_path / "enwik8")
-    char = make_tokenizer("char", sources, cache_dir=tmp_path)
+    char = make_tokenizer("char", sources, token_cache_dir=tmp_path)
     ids = corpus_ids(char, sources.valid, tmp_path)
     np.testing.assert_array_equal(ids, encode(char, expected[1]))
 
@@ -186,8 +186,8 @@ def test_second_load_reads_the_cache(tmp_path):
     built = []
 
     def load():
-        corpus = load_corpus("enwik8", tmp_path, cache_dir=tmp_path)
-        tokenizer = make_tokenizer("byte", corpus, cache_dir=tmp_path)
+        corpus = load_corpus("enwik8", tmp_path, token_cache_dir=tmp_path)
+        tokenizer = make_tokenizer("byte", corpus, token_cache_dir=tmp_path)
         return corpus_ids(tokenizer, corpus, tmp_path, log=built.append)
 
     first = load()
@@ -209,7 +209,7 @@ def test_parts_of_several_files_and_of_text(tmp_path, small_chunks):
         for i, text in enumerate(texts)
     )
     for kind in ("char", "word"):
-        tokenizer = make_tokenizer(kind, [sources], cache_dir=tmp_path)
+        tokenizer = make_tokenizer(kind, [sources], token_cache_dir=tmp_path)
         built = []
         ids = corpus_ids(tokenizer, sources, tmp_path, built.append)
         again = corpus_ids(tokenizer, sources, tmp_path, built.append)

@@ -3,11 +3,11 @@ import keras_hub
 import numpy as np
 import pytest
 
-from keras_txl.data import CorpusError
-from keras_txl.data import decode
-from keras_txl.data import encode
 from keras_txl.data import load_corpus
 from keras_txl.data import make_tokenizer
+from keras_txl.data.text_source import CorpusError
+from keras_txl.data.tokenization import decode
+from keras_txl.data.tokenization import encode
 from keras_txl.models import CharacterTokenizer
 from tests.test_case import DATA
 
@@ -188,8 +188,8 @@ def test_factory_takes_a_text_a_corpus_or_its_parts(tmp_path):
         assert make_tokenizer(kind, list(corpus)).get_vocabulary() == expected
     path = tmp_path / "corpus.txt"
     path.write_text(text[:5000], encoding="utf-8")
-    files = load_corpus("builtin", path, 0.1, cache_dir=tmp_path)
+    files = load_corpus("builtin", path, 0.1, token_cache_dir=tmp_path)
     with pytest.raises(ValueError, match="mix"):
-        make_tokenizer("char", [files.train, "abc"], cache_dir=tmp_path)
+        make_tokenizer("char", [files.train, "abc"], token_cache_dir=tmp_path)
     with pytest.raises(CorpusError, match="non-empty"):
         make_tokenizer("char", [])

@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras_txl import distribute
 from keras_txl.distribute.replica_strategy import static_batch_size
 from keras_txl.distribute.strategies import STRATEGY_BACKENDS
+from keras_txl.distribute.strategies import STRATEGY_NAMES
 from keras_txl.distribute.strategies import check_strategy_name
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
@@ -35,7 +36,7 @@ def segments(batch=4, steps=3, length=5):
 
 
 def test_strategy_names():
-    assert distribute.STRATEGY_NAMES == (
+    assert STRATEGY_NAMES == (
         "none",
         "mirrored",
         "multiworker",
@@ -44,7 +45,7 @@ def test_strategy_names():
     )
 
 
-@pytest.mark.parametrize("name", distribute.STRATEGY_NAMES)
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
 def test_strategy_of_another_backend_fails_before_anything(name):
     wanted = STRATEGY_BACKENDS[name]
     if wanted in (None, BACKEND):

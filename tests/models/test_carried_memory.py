@@ -6,8 +6,8 @@ import keras
 import numpy as np
 import pytest
 
+from keras_txl.models import MemoryReset
 from keras_txl.models.memory_state import MemoryState
-from keras_txl.training import MemoryReset
 from tests.test_case import to_numpy
 from tests.tiny_models import training_lm
 from tests.training.helpers import explicit_loop

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
-from keras_txl.training import StepHistory
-from keras_txl.training import TrainingCheckpoint
+from keras_txl.training.step_history import StepHistory
+from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from tests.test_case import dtype_name
 from tests.test_case import to_numpy
 from tests.tiny_models import PLAIN_LM

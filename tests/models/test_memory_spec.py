@@ -9,8 +9,8 @@ from keras import ops
 from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models.memory_spec import MemorySpec
-from keras_txl.training import StepHistory
-from keras_txl.training import TrainingCheckpoint
+from keras_txl.training.step_history import StepHistory
+from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from tests.test_case import to_numpy
 from tests.tiny_models import backbone_config
 from tests.tiny_models import random_ids

@@ -16,6 +16,8 @@ import tensorflow as tf
 from keras_txl import data
 from keras_txl import layers
 from keras_txl import models
+from keras_txl.data.segments import segment_info
+from keras_txl.data.segments import shard_streams
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models.memory_state import MemoryState
@@ -126,7 +128,7 @@ CONSTRUCTORS = {
         ),
     ),
     "shard_streams": (
-        data.shard_streams,
+        shard_streams,
         dict(batch_size=4, num_shards=2, shard_index=0),
         dict(
             batch_size=POSITIVE_INT + [3],
@@ -135,7 +137,7 @@ CONSTRUCTORS = {
         ),
     ),
     "segment_info": (
-        data.segment_info,
+        segment_info,
         dict(num_tokens=100, batch_size=2, sequence_length=4),
         dict(
             num_tokens=[-1, 2.5],

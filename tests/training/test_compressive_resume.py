@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_txl.training import MemoryReset
-from keras_txl.training import StepHistory
-from keras_txl.training import TrainingCheckpoint
+from keras_txl.models import MemoryReset
+from keras_txl.training.step_history import StepHistory
+from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from tests.test_case import to_numpy
 from tests.tiny_models import COMPRESSIVE_LM
 from tests.tiny_models import tiny_lm

@@ -9,8 +9,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.training import TrainingDiverged
 from keras_txl.training.evaluation import perplexity
+from keras_txl.training.nan_guard import TrainingDiverged
 from keras_txl_cli import artifacts
 from keras_txl_cli import cli
 from keras_txl_cli.train_run import fit_language_model

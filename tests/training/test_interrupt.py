@@ -14,7 +14,7 @@ import sys
 import keras
 import pytest
 
-from keras_txl.data import token_cache_entries
+from keras_txl.data.token_cache import token_cache_entries
 from keras_txl_cli.train_config import TrainConfig
 from keras_txl_cli.train_run import fit_language_model
 

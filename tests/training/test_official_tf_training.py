@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from keras_txl.convert import from_official_tensorflow
-from keras_txl.training import StepHistory
+from keras_txl.training.step_history import StepHistory
 from tests.test_case import FIXTURES
 from tests.training.helpers import moved_as_theirs
 from tests.training.helpers import ordered_dataset

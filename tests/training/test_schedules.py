@@ -6,7 +6,7 @@ import keras
 import pytest
 
 from keras_txl.training import transformer_xl_optimizer
-from keras_txl.training import warmup_cosine_schedule
+from keras_txl.training.schedules import warmup_cosine_schedule
 
 
 def _values(schedule, steps):

@@ -1,8 +1,9 @@
 """Layers of the ablations only (Dai et al., 2019, Table 6), not of the
 paper's model: what `keras_txl.ablation.AblationTransformerXLBackbone`
 builds for its `position_encoding` and `stop_memory_gradient=False`.
-Public through `keras_txl.ablation`; `keras_txl.layers` holds the paper's
-building blocks.
+A user builds the backbone, which makes them: they are not exported by
+`keras_txl.ablation` (they load by their registered names); `keras_txl.layers`
+holds the paper's building blocks.
 """
 
 from keras_txl.layers.ablation.ablation_transformer_xl_block import (

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.ablation import DifferentiableMemoryCache
 from keras_txl.layers import MemoryCache
+from keras_txl.layers.ablation import DifferentiableMemoryCache
 from tests.test_case import gradients
 from tests.test_case import to_numpy
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_txl.ablation import LearnedRelativeMultiHeadAttention
+from keras_txl.layers.ablation import LearnedRelativeMultiHeadAttention
 from tests.test_case import run_layer_round_trip
 from tests.test_case import to_numpy
 

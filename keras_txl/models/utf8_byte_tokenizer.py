@@ -55,10 +55,15 @@ def bytes_to_text(byte_values):
     return whole_characters(byte_values).decode("utf-8", "replace")
 
 
-@keras.saving.register_keras_serializable(package="keras_txl")
-class ByteTokenizer(keras_hub.tokenizers.ByteTokenizer):
+# Registered as `keras_txl>ByteTokenizer`, its name until it took one of
+# its own (keras-hub's tokenizer is `ByteTokenizer`): the presets and
+# `.keras` files saved with that name load (and are still written so).
+@keras.saving.register_keras_serializable(
+    package="keras_txl", name="ByteTokenizer"
+)
+class Utf8ByteTokenizer(keras_hub.tokenizers.ByteTokenizer):
     """keras-hub's `ByteTokenizer` (the UTF-8 bytes of the text, 256 ids)
-    that a keras-hub preset can hold, and that detokenizes whole
+    that a keras-hub preset can hold, and that detokenizes whole UTF-8
     characters only.
 
     keras-hub's preset saver and loader call `save_assets` and
@@ -77,7 +82,7 @@ class ByteTokenizer(keras_hub.tokenizers.ByteTokenizer):
 
     Example:
 
-    >>> tokenizer = ByteTokenizer(lowercase=False)
+    >>> tokenizer = Utf8ByteTokenizer(lowercase=False)
     >>> tokenizer("hé").tolist()
     [104, 195, 169]
     >>> tokenizer.detokenize([104, 195])
