@@ -436,8 +436,8 @@ CROSS_FILE_PRIVATE = {
     ("layers/relative_multi_head_attention.py", "owner._relative_biases"),
     # `tf.data`'s pipeline graph, which has no public walk (documented at
     # `shuffles`; a warning only).
-    ("utils/validation.py", "x._inputs"),
-    ("utils/validation.py", "node._inputs"),
+    ("utils/token_data.py", "x._inputs"),
+    ("utils/token_data.py", "node._inputs"),
     # The command's start-up (issue 52, item 1, removes it: drop this).
     ("app/cli.py", "keras_txl._import_submodules"),
 }
