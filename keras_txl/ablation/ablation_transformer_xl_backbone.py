@@ -57,10 +57,10 @@ class AblationTransformerXLBackbone(TransformerXLBackbone):
     """
 
     # Generation runs the graph (the ablations' positions and memories).
-    _generates_from_key_values = False
+    generates_from_key_values = False
     # Configs of `TransformerXLBackbone` with a mechanism taken away load
-    # here (see `ConfigVariants`).
-    _variant_arguments = {
+    # here (`utils/config_variants.py`).
+    base_arguments = {
         "position_encoding": "relative",
         "max_relative_distance": None,
         "stop_memory_gradient": True,

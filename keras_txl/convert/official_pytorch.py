@@ -241,10 +241,10 @@ def load_pytorch_names(
             get("word_emb.emb_layers.0.weight", (config["n_token"], d_model))
         )
         if not tie_weights:
-            lm.output_kernel.assign(
+            lm.output_projection.output_kernel.assign(
                 get("crit.out_layers.0.weight", (config["n_token"], d_model)).T
             )
-        lm.output_bias.assign(
+        lm.output_projection.output_bias.assign(
             get("crit.out_layers.0.bias", (config["n_token"],))
         )
     for i, block in enumerate(backbone.transformer_layers):

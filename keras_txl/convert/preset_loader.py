@@ -1,6 +1,6 @@
 """The checkpoints of other Transformer-XL implementations that
-`TransformerXLCausalLM.from_preset` reads, registered with
-`TransformerXLCausalLM` when this package is imported:
+`TransformerXLCausalLM.from_preset` reads (it imports `get_preset_loader`
+where it needs it, as keras-hub's `get_preset_loader`):
 
 - a HuggingFace Transformer-XL folder or handle (`config.json` with
   `model_type` `"transfo-xl"`): weights by `from_huggingface`, its
@@ -13,9 +13,6 @@ import os
 
 from keras_txl.convert import official_tensorflow
 from keras_txl.convert.huggingface import from_huggingface
-from keras_txl.models.transformer_xl_causal_lm import (
-    register_foreign_checkpoint,
-)
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
@@ -57,11 +54,17 @@ def _load_official_tensorflow(preset, preprocessor=None):
     )
 
 
-register_foreign_checkpoint(
-    "HuggingFace", is_huggingface_transformer_xl, _load_huggingface
-)
-register_foreign_checkpoint(
-    "TensorFlow",
-    lambda preset: official_checkpoint_path(preset) is not None,
-    _load_official_tensorflow,
-)
+def get_preset_loader(preset):
+    """`(kind, load)` for a checkpoint of another implementation:
+    `load(preset, preprocessor=...)` returns a `TransformerXLCausalLM`
+    (`preprocessor` if given, else the checkpoint's own tokenizer, if
+    any). `None` for anything else (a keras-hub preset).
+
+    Args:
+        preset: the folder or handle given to `from_preset`.
+    """
+    if is_huggingface_transformer_xl(preset):
+        return "HuggingFace", _load_huggingface
+    if official_checkpoint_path(preset) is not None:
+        return "TensorFlow", _load_official_tensorflow
+    return None

@@ -37,10 +37,10 @@ Example:
 
 import numpy as np
 
-from keras_txl.data.tokenization import _MAX_WORD_BYTES
 from keras_txl.data.tokenization import END_OF_LINE_TOKEN
-from keras_txl.data.tokenization import _is_plain_byte_tokenizer
-from keras_txl.data.tokenization import _is_word_tokenizer
+from keras_txl.data.tokenization import MAX_WORD_BYTES
+from keras_txl.data.tokenization import is_plain_byte_tokenizer
+from keras_txl.data.tokenization import is_word_tokenizer
 from keras_txl.data.tokenization import make_tokenizer  # noqa: F401
 from keras_txl.models import CharacterTokenizer
 from keras_txl.utils.missing_extra_error import import_extra
@@ -64,7 +64,7 @@ def text_ids_fn(tokenizer):
     """
     import tensorflow as tf
 
-    if _is_plain_byte_tokenizer(tokenizer):
+    if is_plain_byte_tokenizer(tokenizer):
 
         def byte_ids(text):
             return tf.cast(tf.io.decode_raw(text, tf.uint8), tf.int32)
@@ -72,7 +72,7 @@ def text_ids_fn(tokenizer):
         return byte_ids
     if isinstance(tokenizer, CharacterTokenizer):
         return _character_ids_fn(tokenizer)
-    if _is_word_tokenizer(tokenizer) and tokenizer.suffix_indicator == " ":
+    if is_word_tokenizer(tokenizer) and tokenizer.suffix_indicator == " ":
         return _word_ids_fn(tokenizer)
     raise ValueError(
         "text_segment_dataset tokenizes with the byte, char and word "
@@ -197,7 +197,7 @@ def _word_ids_fn(tokenizer):
     has_end_of_line = END_OF_LINE_TOKEN in vocabulary
     end_of_line = vocabulary.index(END_OF_LINE_TOKEN) if has_end_of_line else 0
     lengths = np.array([len(w.encode("utf-8")) for w in vocabulary])
-    kept = [i for i, n in enumerate(lengths) if n <= _MAX_WORD_BYTES]
+    kept = [i for i, n in enumerate(lengths) if n <= MAX_WORD_BYTES]
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant([vocabulary[i] for i in kept]),

@@ -63,7 +63,7 @@ from keras_txl.utils.validation import check_optional_positive_int
 KINDS = ("byte", "char", "word")
 UNKNOWN_TOKEN = "<unk>"
 # `WordPieceTokenizer` maps longer words to its `oov_token`.
-_MAX_WORD_BYTES = 100
+MAX_WORD_BYTES = 100
 # Words per chunk in `encode`, to bound the memory of word lists.
 _WORDS_PER_CHUNK = 1 << 20
 
@@ -269,9 +269,9 @@ def encode(tokenizer, text):
     >>> encode(make_tokenizer("byte"), "hé").tolist()
     [104, 195, 169]
     """
-    if isinstance(text, bytes) and not _is_plain_byte_tokenizer(tokenizer):
+    if isinstance(text, bytes) and not is_plain_byte_tokenizer(tokenizer):
         text = text.decode("utf-8", "surrogateescape")
-    if _is_plain_byte_tokenizer(tokenizer):
+    if is_plain_byte_tokenizer(tokenizer):
         if isinstance(text, str):
             text = text.encode("utf-8", "surrogateescape")
         ids = np.frombuffer(text, np.uint8)
@@ -284,7 +284,7 @@ def encode(tokenizer, text):
             ids = tokenizer.tokenize(text)
         except ValueError as error:
             raise CorpusError(str(error)) from error
-    elif _is_word_tokenizer(tokenizer):
+    elif is_word_tokenizer(tokenizer):
         ids = _encode_words(tokenizer, text)
     else:
         ids = tokenizer.tokenize(text)
@@ -318,14 +318,14 @@ def decode(tokenizer, token_ids):
     if hasattr(token_ids, "flat_values"):  # a tf.RaggedTensor
         token_ids = token_ids.flat_values
     ids = np.asarray(token_ids).reshape(-1).astype(np.int64)
-    if _is_plain_byte_tokenizer(tokenizer):
+    if is_plain_byte_tokenizer(tokenizer):
         if ids.size and (ids.min() < 0 or ids.max() > 255):
             raise ValueError(
                 "Byte token ids must be in [0, 256). Received ids in "
                 f"[{ids.min()}, {ids.max()}]."
             )
         return bytes(ids.astype(np.uint8)).decode("utf-8", "surrogateescape")
-    if _is_word_tokenizer(tokenizer):
+    if is_word_tokenizer(tokenizer):
         return join_words(tokenizer.get_vocabulary(), ids)
     text = tokenizer.detokenize(ids)
     tf = sys.modules.get("tensorflow")  # no TensorFlow, no tf.Tensor
@@ -378,7 +378,7 @@ def _word_tokenizer_from_counts(counts, vocabulary_size=None):
         word
         for word, _ in counts.most_common()
         if word not in reserved
-        and len(word.encode("utf-8", "surrogatepass")) <= _MAX_WORD_BYTES
+        and len(word.encode("utf-8", "surrogatepass")) <= MAX_WORD_BYTES
     ]
     if not words:
         raise CorpusError(
@@ -480,7 +480,9 @@ def _word_tokenizer(vocabulary):
     )
 
 
-def _is_plain_byte_tokenizer(tokenizer):
+def is_plain_byte_tokenizer(tokenizer):
+    """Whether `tokenizer` is keras-hub's `ByteTokenizer` as is (bytes
+    to ids, no lowercasing)."""
     return (
         isinstance(tokenizer, keras_hub.tokenizers.ByteTokenizer)
         and not tokenizer.lowercase
@@ -499,7 +501,8 @@ def _is_plain_codepoint_tokenizer(tokenizer):
     )
 
 
-def _is_word_tokenizer(tokenizer):
+def is_word_tokenizer(tokenizer):
+    """Whether `tokenizer` splits whole words and pads no sequence."""
     return is_whole_word_tokenizer(tokenizer) and not tokenizer.sequence_length
 
 
@@ -526,7 +529,7 @@ def _encode_words(tokenizer, text, last_line_ends=True):
         index = {
             word: i
             for i, word in enumerate(vocabulary)
-            if len(word.encode("utf-8", "surrogatepass")) <= _MAX_WORD_BYTES
+            if len(word.encode("utf-8", "surrogatepass")) <= MAX_WORD_BYTES
         }
         unknown = tokenizer.token_to_id(tokenizer.oov_token)
 
@@ -560,10 +563,10 @@ def _encode_words(tokenizer, text, last_line_ends=True):
 def _encode_pieces(tokenizer, source):
     """The ids of a `TextSource`, chunk by chunk, as `encode` gives them
     for its whole text."""
-    if _is_plain_byte_tokenizer(tokenizer):
+    if is_plain_byte_tokenizer(tokenizer):
         for chunk in read_chunks(source):
             yield np.frombuffer(chunk, np.uint8)
-    elif _is_word_tokenizer(tokenizer):
+    elif is_word_tokenizer(tokenizer):
         for text, ends_line in text_chunks(source, cut="whitespace"):
             yield _encode_words(tokenizer, text, last_line_ends=ends_line)
     elif isinstance(

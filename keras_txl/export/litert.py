@@ -50,10 +50,9 @@ import keras
 import numpy as np
 
 from keras_txl.export.saved_model import SERVING_SIGNATURE
-from keras_txl.export.saved_model import _check_destination
-from keras_txl.export.saved_model import _check_export_args
+from keras_txl.export.saved_model import check_destination
+from keras_txl.export.saved_model import check_export_args
 from keras_txl.export.saved_model import export_saved_model
-from keras_txl.export.saved_model import register_format_exporter
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
@@ -135,7 +134,7 @@ def export_litert(
         )
     if memory_length is None:
         memory_length = lm.carried_memory_length
-    batch_size, segment_length, memory_length = _check_export_args(
+    batch_size, segment_length, memory_length = check_export_args(
         batch_size, segment_length, memory_length
     )
     if quantize not in (None, *QUANTIZE_CHOICES):
@@ -144,7 +143,7 @@ def export_litert(
             f"{QUANTIZE_CHOICES}. Received: quantize={quantize!r}"
         )
     check_bool("check", check)
-    path = _check_destination(path, overwrite)
+    path = check_destination(path, overwrite)
     with tempfile.TemporaryDirectory(prefix="keras_txl_litert_") as tmp:
         saved_model = os.path.join(tmp, "saved_model")
         export_saved_model(
@@ -282,6 +281,3 @@ def check_litert(lm, model, num_segments=CHECK_SEGMENTS, strict=True, seed=0):
             "with the model's config."
         )
     return difference
-
-
-register_format_exporter("litert", export_litert)

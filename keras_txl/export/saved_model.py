@@ -70,9 +70,6 @@ import keras
 from keras_txl.export.serving_assets import signatures_asset
 from keras_txl.export.serving_assets import write_serving_assets
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
-from keras_txl.models.transformer_xl_causal_lm import (
-    register_saved_model_exporter,
-)
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
@@ -83,18 +80,11 @@ SERVING_SIGNATURE = "serving_default"
 INITIAL_MEMORY_SIGNATURE = "initial_memory"
 # `export_main`'s formats: a TensorFlow SavedModel, a LiteRT flatbuffer.
 EXPORT_FORMATS = ("saved_model", "litert")
-# The exporters of the formats other than the SavedModel, by name.
-_FORMAT_EXPORTERS = {}
 
 
-def register_format_exporter(name, exporter):
-    """Registers `exporter(lm, out_dir, batch_size, segment_length,
-    memory_length, quantize, overwrite, verbose)` for
-    `export_main(format=name)`."""
-    _FORMAT_EXPORTERS[name] = exporter
-
-
-def _check_export_args(batch_size, segment_length, memory_length):
+def check_export_args(batch_size, segment_length, memory_length):
+    """The export's `(batch_size, segment_length, memory_length)`,
+    checked (the SavedModel's and LiteRT's)."""
     batch_size = check_optional_positive_int("batch_size", batch_size)
     segment_length = check_optional_positive_int(
         "segment_length", segment_length
@@ -104,7 +94,9 @@ def _check_export_args(batch_size, segment_length, memory_length):
     return batch_size, segment_length, memory_length
 
 
-def _check_destination(path, overwrite):
+def check_destination(path, overwrite):
+    """Refuses to write over `path` unless it is empty or `overwrite`
+    (the SavedModel's and LiteRT's)."""
     path = os.fspath(path)
     check_bool("overwrite", overwrite)
     exists = os.path.exists(path)
@@ -176,10 +168,10 @@ def export_saved_model(
         )
     if memory_length is None:
         memory_length = lm.carried_memory_length
-    batch_size, segment_length, memory_length = _check_export_args(
+    batch_size, segment_length, memory_length = check_export_args(
         batch_size, segment_length, memory_length
     )
-    path = _check_destination(path, overwrite)
+    path = check_destination(path, overwrite)
     if keras.config.backend() != "tensorflow":
         with tempfile.TemporaryDirectory(prefix="keras_txl_export_") as tmp:
             lm.save(os.path.join(tmp, run_folder.MODEL_FILE))
@@ -277,7 +269,7 @@ def export_main(
         memory_length = run.get("eval_memory_length") or run.get(
             "memory_length"
         )
-    batch_size, segment_length, _ = _check_export_args(
+    batch_size, segment_length, _ = check_export_args(
         batch_size, segment_length, memory_length or 1
     )
     if not run_folder.has_model(model_dir):
@@ -295,7 +287,7 @@ def export_main(
             "config.json (the backbone's config): copy the whole folder "
             "that `keras-txl train` or `keras-txl convert` wrote."
         )
-    out_dir = _check_destination(out_dir, overwrite)
+    out_dir = check_destination(out_dir, overwrite)
     if keras.config.backend() != "tensorflow":
         _export_in_tensorflow_process(
             model_dir,
@@ -321,8 +313,9 @@ def export_main(
     if memory_length is None:
         memory_length = lm.carried_memory_length
     if litert:
-        # `keras_txl.export.litert` registers it (it imports this module).
-        export_litert = _FORMAT_EXPORTERS["litert"]
+        # Imported here: `litert.py` builds on this module.
+        from keras_txl.export.litert import export_litert
+
         export_litert(
             lm,
             out_dir,
@@ -567,6 +560,3 @@ def _write_archive(archive, path, verbose, signatures, tokenizer):
         write_serving_assets(beside, signatures, tokenizer)
     if verbose:
         print(said.getvalue().replace(beside, path), end="")
-
-
-register_saved_model_exporter(export_saved_model)

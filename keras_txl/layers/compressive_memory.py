@@ -6,7 +6,7 @@ import numpy as np
 from keras import ops
 
 from keras_txl.layers.memory_cache import MemoryCache
-from keras_txl.layers.relative_multi_head_attention import _MASK_VALUE
+from keras_txl.layers.relative_multi_head_attention import MASK_VALUE
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
 
@@ -397,7 +397,7 @@ def _content_attention(block, queries, keys, key_ok):
     scores = ops.einsum(
         "bqnh,bknh->bnqk", ops.cast(q, "float32"), ops.cast(k, "float32")
     ) * (1.0 / math.sqrt(head_dim))  # (batch, heads, T, K), float32
-    scores = ops.where(key_ok[:, None, None, :], scores, _MASK_VALUE)
+    scores = ops.where(key_ok[:, None, None, :], scores, MASK_VALUE)
     # Written out: `ops.softmax` warns when K = 1 (a single group).
     scores = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
     probs = scores / ops.sum(scores, axis=-1, keepdims=True)  # (b,n,T,K)

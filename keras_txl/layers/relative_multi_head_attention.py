@@ -13,7 +13,7 @@ from keras_txl.utils.validation import check_rate
 
 # Added to the scores of masked keys. Finite (not -inf) so that a row whose
 # keys are all masked gives a uniform row, never NaN; applied in float32.
-_MASK_VALUE = -1e9
+MASK_VALUE = -1e9
 
 
 def relative_shift(scores):
@@ -617,7 +617,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         """Masked softmax of float32 `scores` `(heads, batch, T, K)`:
         `(probabilities in float32, probabilities in the compute dtype
         after dropout)`."""
-        scores = ops.where(allowed[None], scores, _MASK_VALUE)
+        scores = ops.where(allowed[None], scores, MASK_VALUE)
         probs = ops.softmax(scores, axis=-1)  # (heads, batch, T, K), float32
         dropped = self.dropout_layer(
             ops.cast(probs, self.compute_dtype), training=training

@@ -8,7 +8,8 @@ from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
 from keras_txl.layers.relative_multi_head_attention import check_same_length
-from keras_txl.utils.config_variants import ConfigVariants
+from keras_txl.utils.config_variants import drop_variant_arguments
+from keras_txl.utils.config_variants import saved_variant
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
@@ -16,7 +17,7 @@ from keras_txl.utils.validation import check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
+class TransformerXLBlock(keras.layers.Layer):
     """One Transformer-XL layer: relative attention over memory, then a
     position-wise feed-forward network, each with a residual connection.
 
@@ -282,6 +283,19 @@ class TransformerXLBlock(ConfigVariants, keras.layers.Layer):
         )
         return config
 
-    # The ablation block, whose arguments this block's configs once held
-    # (see `ConfigVariants`).
-    _config_variants = []
+    @classmethod
+    def from_config(cls, config):
+        if cls is TransformerXLBlock:
+            # Configs saved when this block took the ablation block's
+            # arguments load as it (`utils/config_variants.py`); it imports
+            # this module, so it is imported here, where it is needed.
+            from keras_txl.layers.ablation import ablation_transformer_xl_block
+
+            variants = (
+                ablation_transformer_xl_block.AblationTransformerXLBlock,
+            )
+            variant = saved_variant(config, variants)
+            if variant is not None:
+                return variant.from_config(config)
+            config = drop_variant_arguments(config, variants)
+        return super().from_config(config)

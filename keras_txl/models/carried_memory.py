@@ -29,13 +29,12 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_txl.models.causal_lm_bases import check_before_causal_lm
+from keras_txl.models.causal_lm_bases import check_host_attributes
 from keras_txl.models.memory_reset import MemoryReset
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
 from keras_txl.models.transformer_xl_backbone import lora_enabled
-from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.token_data import check_token_data
-from keras_txl.utils.token_data import check_token_ids
-from keras_txl.utils.token_data import in_vocabulary
 from keras_txl.utils.validation import check_optional_positive_int
 
 
@@ -234,9 +233,32 @@ def prepare_memory_carry(model, x, batch_size=None, callbacks=None):
 
 class CarriedMemory:
     """The memory that `TransformerXLCausalLM` carries across the batches
-    of `fit`, `evaluate` and `predict` (a mixin before keras-hub's
-    `CausalLM` in its bases): the methods that build it, reset it and
-    ready those calls for it (steps 1 and 2 above)."""
+    of `fit`, `evaluate` and `predict`: the methods that build it, reset
+    it and ready those calls for it (steps 1 and 2 above).
+
+    A base class of the task, before keras-hub's `CausalLM` (whose `fit`,
+    `evaluate`, `predict` and `preprocess_samples` it extends): a class
+    that puts it elsewhere fails when it is defined. The task provides the
+    attributes of `HOST_ATTRIBUTES` and calls `check_carried_memory_host()`
+    at the end of its `__init__`, which names any that is missing.
+    """
+
+    # What this class reads of the task that it is a base of.
+    HOST_ATTRIBUTES = (
+        "backbone",  # a `TransformerXLBackbone`
+        "memory_state",  # the `MemoryState` carried between batches
+        "memory_length",  # int or None (the backbone's)
+        "preprocessor",  # a keras-hub preprocessor or None
+    )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        check_before_causal_lm(cls, CarriedMemory)
+
+    def check_carried_memory_host(self):
+        """Raises a `TypeError` naming the `HOST_ATTRIBUTES` this object
+        lacks (call it at the end of the task's `__init__`)."""
+        check_host_attributes(self, CarriedMemory)
 
     @property
     def carried_memory_length(self):
@@ -263,61 +285,6 @@ class CarriedMemory:
     def reset_memory(self):
         """Forgets the memory carried between batches."""
         self.memory_state.reset()
-
-    def _call_carried(self, inputs, training):
-        """`call` on token ids: reads the carried memory, runs the
-        backbone on it and writes the new memory back (step 3 above).
-        Returns the logits."""
-        token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
-        vocabulary_size = self.backbone.vocabulary_size
-        # Dtype and rank always; the range of concrete ids (eager calls).
-        token_ids = check_token_ids(token_ids, vocabulary_size)
-        in_range = None
-        if not is_concrete(token_ids):
-            # Traced ids (fit, evaluate, predict) cannot raise on values.
-            # Out-of-range ids would be wrapped (negative), NaN (JAX) or an
-            # error (TensorFlow on CPU): look them up as id 0 and make
-            # their logits NaN, so the loss is NaN on every backend while
-            # the gradients and the carried memory stay finite.
-            in_range = in_vocabulary(token_ids, vocabulary_size)  # (b, T)
-            token_ids = ops.where(in_range, token_ids, 0)
-        batch_size = token_ids.shape[0]
-        if not self.memory_state.has_state and batch_size is not None:
-            self.memory_state.build(batch_size)
-        memory = self.memory_state.read(batch_size)
-        outputs = self.backbone(
-            {"token_ids": ops.cast(token_ids, "int32"), **memory},
-            training=training,
-        )
-        self.memory_state.write(outputs)
-        hidden_states = outputs["sequence_output"]
-        logits = self.compute_logits(hidden_states)
-        if in_range is not None:
-            logits = ops.where(
-                in_range[..., None], logits, float("nan")
-            )  # (batch, T, V)
-        self._record_step(
-            logits, hidden_states, outputs.get("reconstruction_loss")
-        )
-        return logits
-
-    def _call_independent(self, token_ids, training):
-        """Logits of examples that share no memory (see the preprocessor):
-        a memory of zero slots, and the carried one left as it is."""
-        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
-        backbone = self.backbone
-        # No slot in either memory (the compressed one too, if any).
-        memory = backbone.memory_spec.zeros(
-            ops.shape(token_ids)[0], memory_length=0, compressed_memory_length=0
-        )
-        outputs = backbone(
-            {"token_ids": ops.cast(token_ids, "int32"), **memory},
-            training=training,
-        )
-        hidden_states = outputs["sequence_output"]
-        logits = self.compute_logits(hidden_states)
-        self._record_step(logits, hidden_states)
-        return logits
 
     def preprocess_samples(self, x, y=None, sample_weight=None):
         """The preprocessor's work on strings; token ids (and anything
@@ -454,6 +421,7 @@ def evaluation_copy(lm, memory_length=None, name=None, **backbone_changes):
         config = {**backbone.get_config(), **backbone_changes}
         backbone = type(backbone).from_config(config)
     adaptive = lm.adaptive_softmax is not None
+    shared = lm.adaptive_softmax if adaptive else lm.output_projection
     copy = type(lm)(
         backbone,
         tie_weights=lm.tie_weights,
@@ -463,8 +431,8 @@ def evaluation_copy(lm, memory_length=None, name=None, **backbone_changes):
         cluster_order=lm.cluster_order,
         preprocessor=lm.preprocessor,
         name=f"{lm.name}_copy" if name is None else name,
-        # The same output variables, unless the backbone is new.
-        _output_layer_of=None if backbone_changes else lm,
+        # The same output layer, unless the backbone is new.
+        output_layer=None if backbone_changes else shared,
     )
     if backbone_changes:
         lora = [w for w in lm.backbone.weights if "lora_kernel_a" in w.path]

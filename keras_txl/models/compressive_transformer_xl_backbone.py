@@ -59,10 +59,10 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
     """
 
     # Generation runs the graph (a second memory).
-    _generates_from_key_values = False
+    generates_from_key_values = False
     # Configs of `TransformerXLBackbone` with a compressed memory load here
-    # (see `ConfigVariants`).
-    _variant_arguments = {
+    # (`utils/config_variants.py`).
+    base_arguments = {
         "compressed_memory_length": 0,
         "compression_rate": None,
         "compression": None,

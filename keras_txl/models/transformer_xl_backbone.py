@@ -22,7 +22,8 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.memory_spec import check_memory_start
-from keras_txl.utils.config_variants import ConfigVariants
+from keras_txl.utils.config_variants import drop_variant_arguments
+from keras_txl.utils.config_variants import saved_variant
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
@@ -39,7 +40,7 @@ LORA_TARGETS += ("intermediate", "output")
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")
-class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
+class TransformerXLBackbone(keras_hub.models.Backbone):
     """Transformer-XL decoder (Dai et al., 2019) with an explicit memory.
 
     A functional Keras model that holds no state. It embeds `token_ids`
@@ -290,15 +291,32 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         self.tie_relative_biases = tie_relative_biases
         self.memory_dtype = memory_dtype
 
-    def _embed_tokens(self, token_ids):
-        """Token embeddings scaled by sqrt(hidden_dim), as the authors'."""
+    def embed_tokens(self, token_ids):
+        """Token embeddings `(batch, T, hidden)` of int `token_ids`,
+        scaled by sqrt(hidden_dim), as the authors' (what the first layer
+        reads; generation's key/value steps start here)."""
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         return x * ops.cast(math.sqrt(x.shape[-1]), x.dtype)
 
+    def call_with_intercept(self, inputs, layer_intercept_fn):
+        """The outputs dict of the inputs dict, computed eagerly layer by
+        layer, each output replaced by `layer_intercept_fn(x, i)` (`i =
+        -1` for the scaled token embeddings, `i` for layer `i`'s output,
+        which goes on and into the memory), as keras-hub's
+        `score(layer_intercept_fn=...)`.
+
+        Args:
+            inputs: dict `{"token_ids", **memory}`, as `call`'s.
+            layer_intercept_fn: `fn(x, i)` returning `x`'s replacement.
+
+        Returns:
+            The outputs dict of `call`.
+        """
+        return self._forward(inputs, layer_intercept_fn)
+
     def _forward(self, inputs, layer_intercept_fn=None):
         """The outputs dict of the inputs dict: the functional graph, or
-        eagerly for `score(layer_intercept_fn=...)`, whose `fn(x, i)`
-        replaces the embeddings (`i = -1`) and layer `i`'s output."""
+        eagerly through `call_with_intercept`."""
         intercept = layer_intercept_fn or (lambda x, unused_index: x)
         memory = inputs["memory"]  # (batch, L, M, hidden)
         valid_length = inputs["valid_length"]  # (batch,)
@@ -306,7 +324,7 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         read_memory, read_valid_length = self._prepend_compressed_memory(
             inputs, read_memory, valid_length
         )  # (batch, L, K - T, hidden), (batch,)
-        x = self._embed_tokens(inputs["token_ids"])  # (batch, T, hidden)
+        x = self.embed_tokens(inputs["token_ids"])  # (batch, T, hidden)
         x, position = self._embed_positions(
             x, read_memory[:, 0]
         )  # (batch, T, hidden), (K, hidden) or None
@@ -376,8 +394,9 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         return {}
 
     # Whether generation may step on the key/value cache of the relative
-    # attention; the variants generate through their graph.
-    _generates_from_key_values = True
+    # attention (`TransformerXLCausalLM.generate_step` reads it); the
+    # variants generate through their graph and set it to False.
+    generates_from_key_values = True
 
     # === The explicit memory ===
 
@@ -665,9 +684,29 @@ class TransformerXLBackbone(ConfigVariants, keras_hub.models.Backbone):
         )
         return config
 
-    # The variants whose arguments this class's configs once held (the
-    # Compressive Transformer's, the ablations'): see `ConfigVariants`.
-    _config_variants = []
+    @classmethod
+    def from_config(cls, config):
+        if cls is TransformerXLBackbone:
+            # Configs saved when this class took the arguments of its
+            # variants load as the variant they describe
+            # (`utils/config_variants.py`); the variants import this
+            # module, so they are imported here, where they are needed.
+            from keras_txl.ablation.ablation_transformer_xl_backbone import (
+                AblationTransformerXLBackbone,
+            )
+            from keras_txl.models.compressive_transformer_xl_backbone import (
+                CompressiveTransformerXLBackbone,
+            )
+
+            variants = (
+                CompressiveTransformerXLBackbone,
+                AblationTransformerXLBackbone,
+            )
+            variant = saved_variant(config, variants)
+            if variant is not None:
+                return variant.from_config(config)
+            config = drop_variant_arguments(config, variants)
+        return super().from_config(config)
 
 
 # Keras's quantization modes that these models compute correctly: the

@@ -1,14 +1,17 @@
 """`TransformerXLCausalLM`: a backbone, its output layer, and the memory
 carried from batch to batch.
 
-The task lives in four files: this one (the output layer, `call`, the
-loss, `compile`, saving and presets, LoRA and quantization),
-`carried_memory.py` (how the memory crosses the batches of `fit`,
-`evaluate` and `predict`), `transformer_xl_generation.py` (`generate`) and
-`transformer_xl_scoring.py` (`score`).
+This file holds `call` (its three paths), the loss, `compile`, saving and
+presets, LoRA and quantization. Two bases before keras-hub's `CausalLM`
+add what their files are named for, each declaring what it needs of this
+class and checking it at construction: `CarriedMemory`
+(`carried_memory.py`: how the memory crosses the batches of `fit`,
+`evaluate` and `predict`) and `TransformerXLGeneration`
+(`transformer_xl_generation.py`: `generate`). `score` runs
+`transformer_xl_scoring.py`; the output layer is
+`keras_txl.layers.OutputProjection` (or `AdaptiveSoftmax`).
 """
 
-import json
 import os
 import types
 
@@ -19,10 +22,12 @@ from keras import ops
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
 from keras_txl.layers.adaptive_softmax import check_cluster_order
+from keras_txl.layers.output_projection import OutputProjection
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.carried_memory import CarriedMemory
 from keras_txl.models.memory_state import MemoryState
+from keras_txl.models.per_token_loss import PerTokenLoss
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import check_vocabulary_layout
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
@@ -31,10 +36,9 @@ from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
 )
 from keras_txl.models.transformer_xl_generation import TransformerXLGeneration
 from keras_txl.models.transformer_xl_scoring import score
-from keras_txl.utils.damaged_file_error import DamagedFileError
-from keras_txl.utils.saved_files import PRESET_WEIGHTS_FILES
 from keras_txl.utils.saved_files import check_preset_files
-from keras_txl.utils.saved_files import check_weights_fit
+from keras_txl.utils.saved_files import check_task_weights
+from keras_txl.utils.saved_files import saved_mixed_policy
 from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.token_data import in_vocabulary
@@ -66,10 +70,12 @@ class TransformerXLCausalLM(
     defaults to the paper's training: the mean negative log-likelihood per
     token (nats), Adam with global gradient-norm clipping at 0.25, and
     bits per character, perplexity and the last batch's loss as metrics.
-    The output layer is tied to the token embedding, with a bias, as in the
-    authors' code, or has its own kernel; logits are float32 under any
-    dtype policy. With a `CompressiveTransformerXLBackbone` the memory
-    holds the compressed memory too, and `fit` and `evaluate` report the
+    The output layer (`lm.output_projection`, an `OutputProjection` of
+    `keras_txl/layers/output_projection.py`) is tied to the token
+    embedding, with a bias, as in the authors' code, or has its own
+    kernel; logits are float32 under any dtype policy. With a
+    `CompressiveTransformerXLBackbone` the memory holds the compressed
+    memory too, and `fit` and `evaluate` report the
     attention-reconstruction loss as the metric `"reconstruction_loss"`.
 
     With an adaptive backbone (`cutoffs`, `div_val` or `embedding_dim`),
@@ -101,6 +107,11 @@ class TransformerXLCausalLM(
             this argument load as `"pytorch"`.
         preprocessor: optional keras-hub preprocessor, for `fit` and
             `generate()` on strings.
+        output_layer: optional output layer of another model on this
+            backbone (its `output_projection` or `adaptive_softmax`), to
+            share: a change of its weights shows in both (what
+            `with_memory_length` does). Not in the config: a loaded model
+            makes its own. `None` (default) makes one.
         **kwargs: other keyword arguments passed to `keras.Model`.
 
     Example:
@@ -129,6 +140,7 @@ class TransformerXLCausalLM(
         tail_capacity=None,
         cluster_order="tensorflow",
         preprocessor=None,
+        output_layer=None,
         **kwargs,
     ):
         if not isinstance(backbone, TransformerXLBackbone):
@@ -136,10 +148,6 @@ class TransformerXLCausalLM(
                 "`backbone` must be a `TransformerXLBackbone`. Received: "
                 f"backbone={type(backbone).__name__}"
             )
-        # A model on the same backbone whose output variables this one
-        # shares (`carried_memory.evaluation_copy`): not an argument of the
-        # config, as a model made so is never saved on its own.
-        output_layer_of = kwargs.pop("_output_layer_of", None)
         # keras-hub's tasks are functional; this one is subclassed, so its
         # layers are set after `Model.__init__`, where Keras tracks them.
         super().__init__(**kwargs)
@@ -163,18 +171,35 @@ class TransformerXLCausalLM(
         )
 
         # === Layers ===
+        if output_layer is not None:
+            self._check_output_layer(output_layer, backbone, adaptive)
+        self.adaptive_softmax = None
+        self.output_projection = None
+        if not adaptive:
+            # Tracked before the backbone: its variables lead the model's,
+            # as when they were the model's own (the order in which the
+            # optimizer's slots of runs saved then are).
+            if output_layer is None:
+                for name, axis in (("output_kernel", 1), ("output_bias", 0)):
+                    check_vocabulary_layout(
+                        f"output_projection/{name}",
+                        backbone.vocabulary_size,
+                        axis,
+                    )
+                output_layer = OutputProjection(
+                    vocabulary_size=backbone.vocabulary_size,
+                    tie_weights=self.tie_weights,
+                    kernel_initializer=initializer,
+                    dtype=backbone.dtype_policy,
+                    name="output_projection",
+                )
+                output_layer.build((None, None, backbone.hidden_dim))
+            self.output_projection = output_layer
         self.backbone = backbone
         self.preprocessor = preprocessor
-        self.adaptive_softmax = None
-        if output_layer_of is not None:
-            if output_layer_of.backbone is not backbone:
-                raise ValueError(
-                    "`output_layer_of` must be a model on this backbone, "
-                    "whose output layer this one shares. Received a model "
-                    f"on another backbone ({output_layer_of.backbone.name})."
-                )
-            self.adaptive_softmax = output_layer_of.adaptive_softmax
-            tie_projections = output_layer_of.tie_projections
+        if adaptive and output_layer is not None:
+            self.adaptive_softmax = output_layer
+            tie_projections = output_layer.tie_projections
         elif adaptive:
             if tie_projections is None:
                 tie_projections = [False] + [True] * len(backbone.cutoffs)
@@ -213,28 +238,29 @@ class TransformerXLCausalLM(
         # hidden states, a compressive backbone's reconstruction loss. In a
         # plain object, out of Keras's tracking.
         self._step_record = types.SimpleNamespace(tensors={})
-
-        # === Weights, made here: every weight exists after construction ===
-        shape = (backbone.hidden_dim, backbone.vocabulary_size)
-        if adaptive:
-            pass
-        elif output_layer_of is not None:
-            self.output_bias = output_layer_of.output_bias
-            if not self.tie_weights:
-                self.output_kernel = output_layer_of.output_kernel
-        else:
-            for name, axis in (("output_kernel", 1), ("output_bias", 0)):
-                check_vocabulary_layout(
-                    f"{self.name}/{name}", backbone.vocabulary_size, axis
-                )
-            if not self.tie_weights:
-                self.output_kernel = self.add_weight(
-                    shape=shape, initializer=initializer, name="output_kernel"
-                )
-            self.output_bias = self.add_weight(
-                shape=shape[1:], initializer="zeros", name="output_bias"
-            )
+        # Every weight exists after construction.
         self.built = True
+        self.check_carried_memory_host()
+        self.check_generation_host()
+
+    def _check_output_layer(self, output_layer, backbone, adaptive):
+        """Raises unless `output_layer` fits this model's backbone."""
+        expected = AdaptiveSoftmax if adaptive else OutputProjection
+        fits = isinstance(output_layer, expected) and (
+            output_layer.vocabulary_size == backbone.vocabulary_size
+        )
+        if adaptive and fits:
+            fits = output_layer.embedding is backbone.token_embedding
+        elif fits:
+            fits = output_layer.tie_weights == self.tie_weights
+        if not fits:
+            raise ValueError(
+                "`output_layer` must be the output layer of a model on this "
+                f"backbone (a `{expected.__name__}` of "
+                f"{backbone.vocabulary_size} tokens, tie_weights="
+                f"{self.tie_weights}), to share. Received: {output_layer!r}. "
+                "Pass `None` for a new one."
+            )
 
     def build(self, input_shape=None):
         # The weights exist; a shape with a batch size builds the carried
@@ -252,23 +278,15 @@ class TransformerXLCausalLM(
         (log-probabilities with an adaptive softmax)."""
         if self.adaptive_softmax is not None:
             return self.adaptive_softmax(hidden_states)
+        table = None
         if self.tie_weights:
             embedding = self.backbone.token_embedding
             if embedding.quantization_mode is None:
-                kernel = embedding.embeddings  # (V, hidden)
+                table = embedding.embeddings  # (V, hidden)
             else:  # integers and scales: its own lookup dequantizes them
                 ids = ops.arange(self.backbone.vocabulary_size, dtype="int32")
-                kernel = embedding(ids)  # (V, hidden)
-            equation = "btd,vd->btv"
-        else:
-            kernel = self.output_kernel  # (hidden, V)
-            equation = "btd,dv->btv"
-        logits = ops.einsum(
-            equation, hidden_states, ops.cast(kernel, hidden_states.dtype)
-        )  # (batch, T, V)
-        return ops.cast(logits, "float32") + ops.cast(
-            self.output_bias, "float32"
-        )
+                table = embedding(ids)  # (V, hidden)
+        return self.output_projection(hidden_states, table)  # (batch, T, V)
 
     def call(self, inputs, training=None):
         """One segment; what it runs on depends on the type of `inputs`:
@@ -296,6 +314,61 @@ class TransformerXLCausalLM(
         if isinstance(inputs, dict) and "padding_mask" in inputs:
             return self._call_independent(inputs["token_ids"], training)
         return self._call_carried(inputs, training)
+
+    def _call_carried(self, inputs, training):
+        """`call` on token ids: reads the carried memory, runs the
+        backbone on it and writes the new memory back (step 3 of
+        `carried_memory.py`). Returns the logits."""
+        token_ids = inputs["token_ids"] if isinstance(inputs, dict) else inputs
+        vocabulary_size = self.backbone.vocabulary_size
+        # Dtype and rank always; the range of concrete ids (eager calls).
+        token_ids = check_token_ids(token_ids, vocabulary_size)
+        in_range = None
+        if not is_concrete(token_ids):
+            # Traced ids (fit, evaluate, predict) cannot raise on values.
+            # Out-of-range ids would be wrapped (negative), NaN (JAX) or an
+            # error (TensorFlow on CPU): look them up as id 0 and make
+            # their logits NaN, so the loss is NaN on every backend while
+            # the gradients and the carried memory stay finite.
+            in_range = in_vocabulary(token_ids, vocabulary_size)  # (b, T)
+            token_ids = ops.where(in_range, token_ids, 0)
+        batch_size = token_ids.shape[0]
+        if not self.memory_state.has_state and batch_size is not None:
+            self.memory_state.build(batch_size)
+        memory = self.memory_state.read(batch_size)
+        outputs = self.backbone(
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
+            training=training,
+        )
+        self.memory_state.write(outputs)
+        hidden_states = outputs["sequence_output"]
+        logits = self.compute_logits(hidden_states)
+        if in_range is not None:
+            logits = ops.where(
+                in_range[..., None], logits, float("nan")
+            )  # (batch, T, V)
+        self._record_step(
+            logits, hidden_states, outputs.get("reconstruction_loss")
+        )
+        return logits
+
+    def _call_independent(self, token_ids, training):
+        """Logits of examples that share no memory (see the preprocessor):
+        a memory of zero slots, and the carried one left as it is."""
+        token_ids = check_token_ids(token_ids, self.backbone.vocabulary_size)
+        backbone = self.backbone
+        # No slot in either memory (the compressed one too, if any).
+        memory = backbone.memory_spec.zeros(
+            ops.shape(token_ids)[0], memory_length=0, compressed_memory_length=0
+        )
+        outputs = backbone(
+            {"token_ids": ops.cast(token_ids, "int32"), **memory},
+            training=training,
+        )
+        hidden_states = outputs["sequence_output"]
+        logits = self.compute_logits(hidden_states)
+        self._record_step(logits, hidden_states)
+        return logits
 
     def _record_step(self, logits, hidden_states, reconstruction_loss=None):
         """Records what `compute_loss` of the same train or test step
@@ -327,7 +400,7 @@ class TransformerXLCausalLM(
             and loss_fn.ignore_class is None
         ):
             nll = self.adaptive_softmax(step["hidden_states"], y)  # (b, T)
-            reduce = _PerTokenLoss(reduction=loss_fn.reduction, name="nll")
+            reduce = PerTokenLoss(reduction=loss_fn.reduction, name="nll")
             loss = reduce(y, nll, sample_weight)
             for extra in self.losses:  # `add_loss` losses, as Keras sums them
                 loss = loss + ops.sum(ops.cast(extra, loss.dtype))
@@ -479,9 +552,6 @@ class TransformerXLCausalLM(
             sampler=sampler,
             **kwargs,
         )
-        # TensorFlow generation uses XLA unless `jit_compile=False` was
-        # asked for (see `make_generate_function`).
-        self._generate_with_xla = kwargs.get("jit_compile", "auto") is not False
 
     def get_config(self):
         config = super().get_config()
@@ -503,11 +573,29 @@ class TransformerXLCausalLM(
 
     # === Saving and presets ===
 
+    def load_own_variables(self, store):
+        """Keras's load of this model's own variables (it has none since
+        its output layer is `OutputProjection`). Files saved before hold
+        that layer's variables as this model's: they go to it."""
+        if len(store.keys()) and self.output_projection is not None:
+            self.output_projection.load_saved_before(store)
+            return
+        super().load_own_variables(store)
+
     def build_from_config(self, config):
         # Built at construction. A save records the batch size of the data
         # last seen; a loaded model's carried memory takes the batch size
         # of the data it gets next.
         pass
+
+    def get_compile_config(self):
+        """Keras's compile config, with whether the optimizer was built
+        (holds its slot variables) when the model was saved, which
+        `compile_from_config` reads."""
+        config = super().get_compile_config()
+        if config is not None and self.optimizer is not None:
+            config["optimizer_built"] = bool(self.optimizer.built)
+        return config
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved, so that
@@ -516,23 +604,17 @@ class TransformerXLCausalLM(
 
         A saved optimizer has its slot variables only if it was built
         (the model was trained); one that was not has just its 2 scalars.
-        Which one was saved is known only when Keras hands the optimizer
-        its saved variables, so the optimizer is built then, to match:
-        built up front, an untrained save would be skipped with a
-        warning, and left unbuilt, a trained one would lose its state."""
+        The optimizer is built here when the saved one was
+        (`get_compile_config` records it), so that the variables Keras
+        hands it next match: built up front, an untrained save would be
+        skipped with a warning, and left unbuilt, a trained one would lose
+        its state. Files saved before that record build it, as Keras's own
+        `compile_from_config` does."""
+        config = dict(config)
+        built = config.pop("optimizer_built", True)
         self.compile(**keras.saving.deserialize_keras_object(config))
-        optimizer = self.optimizer
-        variables = self.trainable_variables
-
-        def load_own_variables(store):
-            del optimizer.load_own_variables  # Once, for this load.
-            if not optimizer.built and len(store.keys()) > len(
-                optimizer.variables
-            ):
-                optimizer.build(variables)
-            optimizer.load_own_variables(store)
-
-        optimizer.load_own_variables = load_own_variables
+        if built:
+            self.optimizer.build(self.trainable_variables)
 
     def export(
         self,
@@ -559,11 +641,12 @@ class TransformerXLCausalLM(
                 + ". For another format, export from "
                 "`keras_txl.export.export_saved_model`'s SavedModel."
             )
-        if not _EXPORTERS:
-            raise RuntimeError(
-                "No SavedModel writer is registered: `import keras_txl` first."
-            )
-        return _EXPORTERS[0](self, filepath, verbose=bool(verbose), **kwargs)
+        # The writer lives in `keras_txl.export`, above the models.
+        from keras_txl.export.saved_model import export_saved_model
+
+        return export_saved_model(
+            self, filepath, verbose=bool(verbose), **kwargs
+        )
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
@@ -583,46 +666,40 @@ class TransformerXLCausalLM(
                 `preprocessor=None` or `dtype`. A local preset saved under
                 a mixed policy loads under it unless `dtype` is given.
         """
-        for kind, (detect, load) in _FOREIGN_CHECKPOINTS.items():
-            if detect(preset):
-                if not load_weights or set(kwargs) - {"preprocessor"}:
-                    raise ValueError(
-                        f"{preset!r} is a {kind} checkpoint, converted with "
-                        "its weights and its own settings: only "
-                        "`preprocessor` may be given. Received: "
-                        f"load_weights={load_weights}, {sorted(kwargs)}"
-                    )
-                return load(preset, **kwargs)
+        # Checkpoints of other implementations: their converters live in
+        # `keras_txl.convert`, above the models (as keras-hub's
+        # `get_preset_loader` finds its converters).
+        from keras_txl.convert.preset_loader import get_preset_loader
+
+        foreign = get_preset_loader(preset)
+        if foreign is not None:
+            kind, load = foreign
+            if not load_weights or set(kwargs) - {"preprocessor"}:
+                raise ValueError(
+                    f"{preset!r} is a {kind} checkpoint, converted with "
+                    "its weights and its own settings: only "
+                    "`preprocessor` may be given. Received: "
+                    f"load_weights={load_weights}, {sorted(kwargs)}"
+                )
+            return load(preset, **kwargs)
         folder = None
         if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
             folder = os.fspath(preset)
             check_preset_files(folder)  # a damaged file is named, here
         if kwargs.get("dtype") is None:
-            kwargs["dtype"] = _saved_mixed_policy(preset)
+            kwargs["dtype"] = saved_mixed_policy(preset)
         if folder is None or not load_weights:
             return super().from_preset(
                 preset, load_weights=load_weights, **kwargs
             )
-        weights = os.path.join(folder, PRESET_WEIGHTS_FILES[0])
         try:
             lm = super().from_preset(preset, **kwargs)
         except ValueError as error:
             if keras.distribution.distribution() is not None:
                 raise  # a layout (e.g. an uneven split), not damage
-            reason = " ".join(str(error).split())
-            raise DamagedFileError(
-                weights,
-                "holds the weights of another configuration than the "
-                f"model of task.json ({reason}). Put back the weights "
-                "saved with it.",
-            ) from None
-        owner = "the model of task.json"
-        check_weights_fit(weights, lm.backbone.weights, owner)
-        task = os.path.join(folder, PRESET_WEIGHTS_FILES[1])
-        if os.path.exists(task):
-            backbone = {id(v) for v in lm.backbone.weights}
-            own = [v for v in lm.weights if id(v) not in backbone]
-            check_weights_fit(task, own, owner, exact=False)
+            check_task_weights(folder, error=error)  # raises, naming it
+            raise
+        check_task_weights(folder, lm)
         return lm
 
     # === LoRA and quantization: the backbone's, the output layer kept ===
@@ -654,53 +731,3 @@ class TransformerXLCausalLM(
         self.test_function = None
         self.predict_function = None
         self.generate_function = None
-
-
-class _PerTokenLoss(keras.losses.Loss):
-    """Reduces per-token losses given as `y_pred` as a compiled loss does
-    (sample weights, masks, the distribution's scaling)."""
-
-    def call(self, y_true, y_pred):
-        return y_pred
-
-
-# Loaders of checkpoints that are not keras-hub presets, which
-# `from_preset` reads: kind -> (detect(preset), load(preset,
-# preprocessor=...)). `keras_txl.convert` registers them when imported
-# (`import keras_txl` does): the models import no converter, as
-# keras-hub's models import none of theirs.
-_FOREIGN_CHECKPOINTS = {}
-# The SavedModel writer of `export`: `keras_txl.export` registers it.
-_EXPORTERS = []
-
-
-def register_foreign_checkpoint(kind, detect, load):
-    """Lets `from_preset` read checkpoints of `kind`: a folder or handle
-    for which `detect(preset)` is true loads as `load(preset)` (a
-    `TransformerXLCausalLM`, with the `preprocessor` keyword if given)."""
-    _FOREIGN_CHECKPOINTS[kind] = (detect, load)
-
-
-def register_saved_model_exporter(export):
-    """Sets `export(lm, path, **kwargs)` as the writer of `lm.export`."""
-    _EXPORTERS[:] = [export]
-
-
-def _saved_mixed_policy(preset):
-    """The mixed dtype policy a local keras-hub preset was saved under,
-    else `None`: keras-hub 0.32 loads a preset in the current global
-    policy and fails on a mixed one (it reads the policy's name as a
-    dtype). keras-hub has no public reader of a remote preset's files:
-    for a remote mixed preset, pass `dtype=`."""
-    if not isinstance(preset, (str, os.PathLike)):
-        return None
-    path = os.path.join(os.fspath(preset), "config.json")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as file:
-        policy = json.load(file).get("config", {}).get("dtype")
-    if isinstance(policy, dict):
-        policy = policy.get("config", {}).get("name")
-    if isinstance(policy, str) and policy.startswith("mixed_"):
-        return policy
-    return None

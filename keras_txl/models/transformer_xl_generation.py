@@ -16,15 +16,48 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_txl.models.causal_lm_bases import check_before_causal_lm
+from keras_txl.models.causal_lm_bases import check_host_attributes
 from keras_txl.models.memory_spec import check_memory_start
 from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.validation import check_optional_positive_int
 
 
 class TransformerXLGeneration:
-    """Generation for `TransformerXLCausalLM` (a mixin before keras-hub's
-    `CausalLM` in its bases): `generate`, `generate_step` and the XLA
-    generate function on TensorFlow."""
+    """Generation for `TransformerXLCausalLM`: `generate`, `generate_step`
+    and the XLA generate function on TensorFlow.
+
+    A base class of the task, before keras-hub's `CausalLM` (whose
+    `compile`, `generate` and `make_generate_function` it extends, and
+    whose sampler it calls): a class that puts it elsewhere fails when it
+    is defined. The task provides the attributes of `HOST_ATTRIBUTES` and
+    calls `check_generation_host()` at the end of its `__init__`, which
+    names any that is missing.
+    """
+
+    # What this class reads of the task that it is a base of.
+    HOST_ATTRIBUTES = (
+        "backbone",  # a `TransformerXLBackbone`
+        "preprocessor",  # a keras-hub preprocessor or None
+        "carried_memory_length",  # int: the memory of `fit` and `generate`
+        "compute_logits",  # float32 logits of hidden states
+    )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        check_before_causal_lm(cls, TransformerXLGeneration)
+
+    def check_generation_host(self):
+        """Raises a `TypeError` naming the `HOST_ATTRIBUTES` this object
+        lacks (call it at the end of the task's `__init__`)."""
+        check_host_attributes(self, TransformerXLGeneration)
+
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        """keras-hub's `compile`; records whether `jit_compile=False` was
+        asked for: TensorFlow generation uses XLA unless it was (see
+        `make_generate_function`)."""
+        super().compile(*args, jit_compile=jit_compile, **kwargs)
+        self._generate_with_xla = jit_compile is not False
 
     def generate(
         self,
@@ -268,7 +301,7 @@ class TransformerXLGeneration:
         valid_length = ops.cast(key_value_cache["valid_length"], "int32")
         memory_length = ops.shape(key_value_cache["key_values"][0])[1]
         segment_length = ops.shape(token_ids)[1]
-        x = backbone._embed_tokens(token_ids)  # (batch, T, hidden)
+        x = backbone.embed_tokens(token_ids)  # (batch, T, hidden)
         if position_keys is None:
             position_keys = self._position_keys(segment_length, memory_length)
         window = None
@@ -379,7 +412,7 @@ class TransformerXLGeneration:
         # where the memory slides past its start (a zero start, or a
         # prompt longer than the memory). Its variants run their graph on
         # whole segments, as they read text in training.
-        if self.backbone._generates_from_key_values:
+        if self.backbone.generates_from_key_values:
             memory = self.key_value_cache(memory)
             # The same for every new token: one token after the memory.
             position_keys = self._position_keys(1, memory_length)

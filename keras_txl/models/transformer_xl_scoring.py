@@ -9,6 +9,8 @@ whatever the length of the text; the scores are those of a hand loop over
 `call_with_memory`.
 """
 
+import weakref
+
 import numpy as np
 from keras import ops
 
@@ -142,7 +144,7 @@ def _intercepted_step(lm, layer_intercept_fn, loss):
 
     def step(token_ids, targets, memory):
         inputs = {"token_ids": ops.cast(token_ids, "int32"), **memory}
-        outputs = backbone._forward(inputs, layer_intercept_fn)
+        outputs = backbone.call_with_intercept(inputs, layer_intercept_fn)
         logits = lm.compute_logits(outputs["sequence_output"])
         memory = backbone.memory_spec.select(outputs)
         return _segment_scores(lm, logits, targets, loss), memory
@@ -154,22 +156,30 @@ def _compiled_step(lm, loss):
     """One segment `(token_ids, targets, memory) -> (scores, memory)`,
     compiled as `generate` is: XLA on JAX and TensorFlow (one function
     for every segment of a length), eager without gradients on torch.
-    Kept on the model for its variables of the time (a change, such as
+    Kept for the model and its variables of the time (a change, such as
     `enable_lora` or `quantize`, makes another)."""
     import keras
 
     key = (loss, keras.config.backend(), tuple(map(id, lm.variables)))
-    steps = lm.__dict__.setdefault("_score_steps", {})
+    steps = _COMPILED_STEPS.setdefault(lm, {})
     if key not in steps:
         steps.clear()
         steps[key] = _make_compiled_step(lm, loss)
     return steps[key]
 
 
+# `{model: {key: compiled step}}`. Weak: a step refers to its model only
+# weakly, so the cache never keeps a model alive.
+_COMPILED_STEPS = weakref.WeakKeyDictionary()
+
+
 def _make_compiled_step(lm, loss):
     import keras
 
+    model = weakref.ref(lm)
+
     def step(token_ids, targets, memory):
+        lm = model()
         inputs = {"token_ids": ops.cast(token_ids, "int32"), **memory}
         outputs = lm(inputs, training=False)
         memory = lm.backbone.memory_spec.select(outputs)
@@ -180,17 +190,20 @@ def _make_compiled_step(lm, loss):
     if backend == "jax":
         import jax
 
-        variables = list(lm.trainable_variables) + list(
-            lm.non_trainable_variables
-        )
+        def variables():
+            lm = model()
+            return list(lm.trainable_variables) + list(
+                lm.non_trainable_variables
+            )
 
         @jax.jit
         def stateless_step(values, token_ids, targets, memory):
-            with keras.StatelessScope(state_mapping=zip(variables, values)):
+            mapping = zip(variables(), values)
+            with keras.StatelessScope(state_mapping=mapping):
                 return step(token_ids, targets, memory)
 
         def run(token_ids, targets, memory):
-            values = [variable.value for variable in variables]
+            values = [variable.value for variable in variables()]
             return stateless_step(values, token_ids, targets, memory)
 
         return run

@@ -10,6 +10,7 @@ that takes its own gradient steps needs the backend's differentiation
 """
 
 import math
+import weakref
 
 import keras
 
@@ -281,16 +282,15 @@ def _check_settings(method, learning_rate, decay, calibration_ids, epsilon):
 def _stepper(model):
     """The `_Stepper` of `model`, made once: its compiled functions serve
     every later call (another learning rate too)."""
-    stepper = getattr(model, "_dynamic_evaluation_stepper", None)
+    stepper = _STEPPERS.get(model)
     if stepper is None:
-        stepper = _Stepper(model)
-        # A plain attribute, so that it goes with the model. Tracking is
-        # harmless: a `_Stepper` is neither a layer, a variable nor a
-        # container, so Keras's tracker (and TensorFlow's) leave it as it
-        # is, and saving skips it. (A dict keyed by model would never let
-        # the model go: the stepper refers to it.)
-        model._dynamic_evaluation_stepper = stepper
+        stepper = _STEPPERS[model] = _Stepper(model)
     return stepper
+
+
+# `{model: _Stepper}`. Weak: a stepper refers to its model only weakly,
+# so the cache never keeps a model alive.
+_STEPPERS = weakref.WeakKeyDictionary()
 
 
 class _Stepper:
@@ -300,11 +300,11 @@ class _Stepper:
     def __init__(self, model):
         from keras import ops
 
-        self.model = model
+        self._model = weakref.ref(model)
         select = model.backbone.memory_spec.select
 
         def segment_loss(trainable, non_trainable, token_ids, targets, memory):
-            outputs, _ = model.stateless_call(
+            outputs, _ = self.model.stateless_call(
                 trainable,
                 non_trainable,
                 {"token_ids": token_ids, **memory},
@@ -350,6 +350,11 @@ class _Stepper:
         }
         self._accumulate = compile_function(accumulate)
         self._running = compile_function(running)
+
+    @property
+    def model(self):
+        """The model (held weakly: see `_STEPPERS`)."""
+        return self._model()
 
     def score_and_gradients(self, weights, token_ids, targets, memory):
         """`(token losses (B, T) numpy, new memory, gradients)` of a

@@ -132,3 +132,53 @@ def check_preset_files(folder):
         path = os.path.join(folder, name)
         if os.path.exists(path):
             weight_shapes(path)
+
+
+def check_task_weights(folder, lm=None, error=None):
+    """Checks the weights files of the keras-hub preset in `folder`
+    against the task loaded from it: `DamagedFileError` naming the file
+    that holds another configuration's weights.
+
+    Args:
+        folder: the preset's folder.
+        lm: the task loaded from it (its backbone's weights must be those
+            of `model.weights.h5`, its own at least those of
+            `task.weights.h5`), or `None` when the load failed.
+        error: the `ValueError` keras-hub raised loading the weights, when
+            it failed: re-raised as the damage of `model.weights.h5`.
+    """
+    weights = os.path.join(os.fspath(folder), PRESET_WEIGHTS_FILES[0])
+    owner = "the model of task.json"
+    if error is not None:
+        reason = " ".join(str(error).split())
+        raise DamagedFileError(
+            weights,
+            f"holds the weights of another configuration than {owner} "
+            f"({reason}). Put back the weights saved with it.",
+        ) from None
+    check_weights_fit(weights, lm.backbone.weights, owner)
+    task = os.path.join(os.fspath(folder), PRESET_WEIGHTS_FILES[1])
+    if os.path.exists(task):
+        backbone = {id(v) for v in lm.backbone.weights}
+        own = [v for v in lm.weights if id(v) not in backbone]
+        check_weights_fit(task, own, owner, exact=False)
+
+
+def saved_mixed_policy(preset):
+    """The mixed dtype policy a local keras-hub preset was saved under,
+    else `None`: keras-hub 0.32 loads a preset in the current global
+    policy and fails on a mixed one (it reads the policy's name as a
+    dtype). keras-hub has no public reader of a remote preset's files:
+    for a remote mixed preset, pass `dtype=`."""
+    if not isinstance(preset, (str, os.PathLike)):
+        return None
+    path = os.path.join(os.fspath(preset), "config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as file:
+        policy = json.load(file).get("config", {}).get("dtype")
+    if isinstance(policy, dict):
+        policy = policy.get("config", {}).get("name")
+    if isinstance(policy, str) and policy.startswith("mixed_"):
+        return policy
+    return None

@@ -94,7 +94,7 @@ def test_equals_the_plain_model_until_something_is_compressed():
     ]
     for weight in plain.backbone.weights:
         weight.assign(source[weight.path])
-    plain.output_bias.assign(lm.output_bias)
+    plain.output_projection.output_bias.assign(lm.output_projection.output_bias)
     memory = plain_memory = None
     for s, segment in enumerate(_segments(_tokens(3))):
         logits, memory = lm.call_with_memory(segment, memory)

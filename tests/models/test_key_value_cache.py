@@ -136,7 +136,7 @@ def test_generate_gives_the_tokens_of_the_graph(pre_norm):
     lm = generation_lm(seed=5, memory_length=6, pre_norm=pre_norm)
     prompts = padded(prompts_of([3, 7, 1], seed=4), 20)
     cached = lm.generate(prompts, stop_token_ids=None)
-    lm.backbone._generates_from_key_values = False
+    lm.backbone.generates_from_key_values = False
     lm.generate_function = None  # compiled again, through the graph
     graph = lm.generate(prompts, stop_token_ids=None)
     np.testing.assert_array_equal(cached["token_ids"], graph["token_ids"])
@@ -145,6 +145,6 @@ def test_generate_gives_the_tokens_of_the_graph(pre_norm):
 
 
 def test_the_variants_generate_through_their_graph():
-    assert TransformerXLBackbone._generates_from_key_values
-    assert not CompressiveTransformerXLBackbone._generates_from_key_values
-    assert not AblationTransformerXLBackbone._generates_from_key_values
+    assert TransformerXLBackbone.generates_from_key_values
+    assert not CompressiveTransformerXLBackbone.generates_from_key_values
+    assert not AblationTransformerXLBackbone.generates_from_key_values

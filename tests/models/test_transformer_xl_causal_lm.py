@@ -172,7 +172,7 @@ def test_tied_output_uses_the_embedding():
     lm = _lm(tie_weights=True)
     hidden = np.random.default_rng(3).normal(size=(1, 2, 8)).astype("float32")
     table = to_numpy(lm.backbone.token_embedding.embeddings)
-    bias = to_numpy(lm.output_bias)
+    bias = to_numpy(lm.output_projection.output_bias)
     np.testing.assert_allclose(
         to_numpy(lm.compute_logits(hidden)), hidden @ table.T + bias, atol=1e-5
     )
@@ -221,3 +221,50 @@ def test_backbone_must_be_a_transformer_xl_backbone():
 def test_eager_call_checks_the_token_range():
     with pytest.raises(ValueError, match="vocabulary_size=20"):
         _lm()(np.array([[1, 25]], "int32"))
+
+
+def test_the_bases_before_causal_lm_are_checked_when_a_class_is_made():
+    import keras_hub
+
+    from keras_txl.models.carried_memory import CarriedMemory
+    from keras_txl.models.transformer_xl_generation import (
+        TransformerXLGeneration,
+    )
+
+    for base in (CarriedMemory, TransformerXLGeneration):
+        with pytest.raises(TypeError, match="after `keras_hub.models.Ca"):
+            type("Late", (keras_hub.models.CausalLM, base), {})
+        with pytest.raises(TypeError, match="make it a subclass of"):
+            type("Alone", (base,), {})
+
+
+def test_a_host_without_what_a_base_reads_is_named_at_construction():
+    class Partial(TransformerXLCausalLM):
+        def __init__(self, backbone):
+            # Skips the task's `__init__`: nothing of what the bases read.
+            keras.Model.__init__(self)
+            self.backbone = backbone
+            self.check_carried_memory_host()
+
+    with pytest.raises(TypeError) as info:
+        Partial(tiny_lm().backbone)
+    message = str(info.value)
+    assert "Partial has `CarriedMemory` as a base but lacks" in message
+    assert "lacks ['memory_state', 'memory_length']" in message
+
+
+def test_with_memory_length_shares_the_output_layer():
+    lm = tiny_lm()
+    copy = lm.with_memory_length(3)
+    assert copy.output_projection is lm.output_projection
+    # Every variable of the copy but its memory is one of the model's.
+    own = {id(v) for v in lm.weights}
+    carried = {id(v) for v in copy.memory_state.weights}
+    assert all(id(v) in own for v in copy.weights if id(v) not in carried)
+
+
+def test_an_output_layer_of_another_backbone_shape_is_refused():
+    lm = tiny_lm()
+    other = tiny_lm(tie_weights=False)
+    with pytest.raises(ValueError, match="`output_layer` must be the output"):
+        TransformerXLCausalLM(lm.backbone, output_layer=other.output_projection)

@@ -180,3 +180,15 @@ def test_lower_loss_than_static_on_a_shifted_domain():
         lm, shifted, learning_rate=0.002, method="rms", **kwargs
     )
     assert dynamic["bits_per_character"] < static["bits_per_character"]
+
+
+def test_the_compiled_stepper_does_not_keep_the_model_alive():
+    # Kept for the model (not on it): a model evaluated and dropped is
+    # freed (in a fresh process, as the scoring test says why).
+    from tests.models.test_transformer_xl_scoring import _freed_after
+
+    assert _freed_after(
+        "from keras_txl.training import dynamic_evaluation\n"
+        "dynamic_evaluation(model, np.arange(40) % 20, segment_length=8, "
+        "learning_rate=0.01)"
+    )

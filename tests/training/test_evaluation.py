@@ -41,7 +41,9 @@ def test_with_memory_length_shares_the_weights_not_the_memory():
     }
     tokens = np.arange(2 * T, dtype="int32").reshape(2, T) % V
     before = keras.ops.convert_to_numpy(other.call_with_memory(tokens)[0])
-    lm.output_bias.assign(lm.output_bias.value + 1.0)
+    lm.output_projection.output_bias.assign(
+        lm.output_projection.output_bias.value + 1.0
+    )
     after = keras.ops.convert_to_numpy(other.call_with_memory(tokens)[0])
     np.testing.assert_allclose(after, before + 1.0, atol=1e-5)
     with pytest.raises(ValueError, match="memory_length"):

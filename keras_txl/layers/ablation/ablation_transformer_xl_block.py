@@ -71,7 +71,7 @@ class AblationTransformerXLBlock(TransformerXLBlock):
     """
 
     # Configs of `TransformerXLBlock` that hold other positions load here.
-    _variant_arguments = {
+    base_arguments = {
         "position_encoding": "relative",
         "max_relative_distance": None,
     }
