@@ -180,7 +180,7 @@ def shift_runners(old, size):
 
 
 def compare_attention(args):
-    size = common.SIZES[args.size]
+    size = common.BENCHMARK_SIZES[args.size]
     old = module_at(args.commit, ATTENTION)
     fields = dict(
         common.base_fields(args, "attention_variants"), commit=args.commit
@@ -239,7 +239,7 @@ def with_keras_dropout(model):
 
 
 def compare_dropout(args):
-    size = common.SIZES[args.size]
+    size = common.BENCHMARK_SIZES[args.size]
     x, y = segments(size)
     models = {}
     for name in ("keras dropout", "packed", "no dropout"):

@@ -13,18 +13,18 @@ import subprocess
 import sys
 import time
 
-from keras_txl.app.sizes import SIZES as MODEL_SIZES
+from keras_txl_cli.sizes import SIZES as MODEL_SIZES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The benchmarks' sizes: a model size of `keras_txl.app.sizes.SIZES`, of
-# the same name, with the segment, memory, batch and vocabulary of the
-# measurement. `reference` is the configuration of the speed goals: 4
-# layers, hidden 256, 8 heads x 32, intermediate 1024, T = M = 128, batch
-# 16, a byte vocabulary. `base` is the paper's 12-layer enwik8 model with
-# shorter segments (the paper's T = M = 512 takes minutes a step on 2 CPU
-# cores).
-SIZES = {
+# The benchmarks' sizes: a model size of `keras_txl_cli.sizes.SIZES` (the
+# one table of model sizes), of the same name, with the segment, memory,
+# batch and vocabulary of the measurement. `reference` is the
+# configuration of the speed goals: 4 layers, hidden 256, 8 heads x 32,
+# intermediate 1024, T = M = 128, batch 16, a byte vocabulary. `base` is
+# the paper's 12-layer enwik8 model with shorter segments (the paper's
+# T = M = 512 takes minutes a step on 2 CPU cores).
+BENCHMARK_SIZES = {
     name: dict(
         MODEL_SIZES[name],
         segment_length=length,
@@ -43,7 +43,7 @@ SIZES = {
 # 16 layers, d_model 512, 8 heads x 64, d_inner 2048, T = M = 192, batch
 # 32 per GPU), with a byte vocabulary: the GPU pass (`throughput gpu`).
 # A peer's configuration, not one of keras-txl's model sizes: kept out of
-# `SIZES`, whose names are `keras_txl.app.sizes.SIZES`'.
+# `BENCHMARK_SIZES`, whose names are `keras_txl_cli.sizes.SIZES`'.
 PEER_SIZES = {
     "nvidia_base": dict(
         num_layers=16,
@@ -96,8 +96,9 @@ def training_flops_per_token(**size):
 
 
 def make_backbone(size, dtype="float32", dropout=0.0, **options):
-    """A `TransformerXLBackbone` of a size's dimensions (a `SIZES` dict);
-    `options` go to its constructor (`clamp_length`, `same_length`)."""
+    """A `TransformerXLBackbone` of a size's dimensions (a `BENCHMARK_SIZES`
+    entry); `options` go to its constructor (`clamp_length`,
+    `same_length`)."""
     from keras_txl.models import TransformerXLBackbone
 
     keys = "vocabulary_size num_layers num_heads hidden_dim head_dim".split()
@@ -258,7 +259,7 @@ def to_dataset(x, y, repeat=1):
 
 
 def add_common_args(parser):
-    parser.add_argument("--size", default="reference", choices=SIZES)
+    parser.add_argument("--size", default="reference", choices=BENCHMARK_SIZES)
     parser.add_argument(
         "--dtype",
         default="float32",

@@ -50,7 +50,7 @@ def forward_seconds(backbone, batch, length, memory_length, reps):
 
 
 def table9(args):
-    size = dict(common.SIZES[args.size])
+    size = dict(common.BENCHMARK_SIZES[args.size])
     backbone = common.make_backbone(size, args.dtype)
     batch, rows = args.batch_size, []
     for length in [int(v) for v in args.lengths.split(",")]:
@@ -125,7 +125,7 @@ def fit_law(rows, key="cpu_seconds"):
 
 
 def growth(args):
-    size = dict(common.SIZES[args.size])
+    size = dict(common.BENCHMARK_SIZES[args.size])
     if args.probe is not None:  # a child of the RSS sweep
         backbone = common.make_backbone(size, args.dtype)
         before = common.peak_rss_mib()
@@ -274,7 +274,9 @@ def long_text(args):
         return
     from keras_txl.models import TransformerXLCausalLM
 
-    lm = TransformerXLCausalLM(common.make_backbone(common.SIZES[args.size]))
+    lm = TransformerXLCausalLM(
+        common.make_backbone(common.BENCHMARK_SIZES[args.size])
+    )
     ids = np.random.default_rng(0).integers(0, 256, (1, args.tokens + 1))
     ids = ids.astype("int32")
     options = dict(

@@ -53,7 +53,7 @@ def build(batch_size, memory_length):
     from benchmarks import common
     from keras_txl.models import TransformerXLCausalLM
 
-    size = common.SIZES["reference"]
+    size = common.BENCHMARK_SIZES["reference"]
     backbone = common.make_backbone(
         dict(size, memory_length=memory_length),
         clamp_length=PAPER["clamp_length"],

@@ -247,7 +247,7 @@ def timed_phases(lm, size, phases, warmup, spe=1):
 
 
 def fit(args):
-    size = dict(common.SIZES[args.size])
+    size = dict(common.BENCHMARK_SIZES[args.size])
     tokens_per_step = size["batch_size"] * size["segment_length"]
     rss_start = common.current_rss_mib()
     spe = args.steps_per_execution
@@ -350,7 +350,7 @@ def gpu_worker(args):
     """One backend, every dtype, in this process."""
     import keras
 
-    size = dict({**common.SIZES, **common.PEER_SIZES}[args.size])
+    size = dict({**common.BENCHMARK_SIZES, **common.PEER_SIZES}[args.size])
     backend = keras.backend.backend()
     if backend == "jax":
         import jax

@@ -36,6 +36,7 @@ The output of a full run on a 2-core CPU (2026-12-01): docs/examples.md.
 """
 
 import argparse
+import sys
 from pathlib import Path
 
 import keras
@@ -47,6 +48,10 @@ from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import evaluate_bpc
 from keras_txl.training import transformer_xl_optimizer
+
+# `fit`'s progress: bars on a terminal, one plain line per epoch in a log
+# file (no carriage returns or terminal codes).
+FIT_PROGRESS = 1 if sys.stdout.isatty() else 2
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,9 +132,7 @@ def main(argv=None):
         if name == "compressive":
             reach += args.compression_rate * args.compressed_length
         print(f"--- {name}: attends up to {reach} characters back")
-        history = lm.fit(
-            train, epochs=1, shuffle=False, verbose=2 if args.smoke else 1
-        )
+        history = lm.fit(train, epochs=1, shuffle=False, verbose=FIT_PROGRESS)
         logs = {k: v[-1] for k, v in history.history.items()}
         if name == "compressive":
             # The attention-reconstruction loss of the compression.

@@ -63,9 +63,14 @@ The output of full runs on a 2-core CPU (2026-12-01): docs/examples.md.
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
 
 from keras_txl import distribute
+
+# `fit`'s progress: bars on a terminal, one plain line per epoch in a log
+# file (no carriage returns or terminal codes).
+FIT_PROGRESS = 1 if sys.stdout.isatty() else 2
 
 REPO = Path(__file__).resolve().parents[1]
 NUM_HEADS = 4
@@ -290,9 +295,7 @@ def main(argv=None):
             f"replica(s), global batch {global_batch} streams, "
             f"{per_replica} per replica"
         )
-        lm, history, results[name] = fit(
-            strategy, train, verbose=2 if args.smoke else 1
-        )
+        lm, history, results[name] = fit(strategy, train, verbose=FIT_PROGRESS)
         print(
             f"trained {steps} steps: last epoch "
             f"{history.history['bits_per_character'][-1]:.3f} bits per "

@@ -244,9 +244,9 @@ def generate_litert(lm, args, prompt):
     the log-probabilities of every call `(calls, vocab)`."""
     import keras
     import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
 
     from keras_txl.export import export_litert
+    from keras_txl.export.litert import litert_interpreter
 
     path = export_litert(
         lm,
@@ -256,7 +256,11 @@ def generate_litert(lm, args, prompt):
         memory_length=args.memory_length,
         overwrite=True,
     )
-    step = Interpreter(model_path=path).get_signature_runner()
+    # The runtime's own "INFO: Created ... XNNPACK delegate" line hidden.
+    interpreter = litert_interpreter(path)
+    if interpreter is None:
+        raise ImportError("Part 4 needs pip install 'keras-txl[litert]'.")
+    step = interpreter.get_signature_runner()
     details = step.get_input_details()
     state = {  # the empty memory: no valid slot yet
         name: np.zeros(details[name]["shape"], details[name]["dtype"])

@@ -37,6 +37,7 @@ The output of a run on a 2-core CPU (2026-12-01), on the tiny checkpoint
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import keras
@@ -45,6 +46,10 @@ import numpy as np
 from keras_txl.data import segment_dataset
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import evaluate_bpc
+
+# `fit`'s progress: bars on a terminal, one plain line per epoch in a log
+# file (no carriage returns or terminal codes).
+FIT_PROGRESS = 1 if sys.stdout.isatty() else 2
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,7 +154,7 @@ def main(argv=None):
         train.take(per_epoch),
         epochs=-(-args.steps // per_epoch),
         shuffle=False,
-        verbose=2 if args.smoke else 1,
+        verbose=FIT_PROGRESS,
     )
     after = perplexity_and_sample()
 

@@ -36,6 +36,7 @@ The output of a full run on a 2-core CPU (2026-12-01): docs/examples.md.
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -50,6 +51,10 @@ from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor
 from keras_txl.training import transformer_xl_optimizer
+
+# `fit`'s progress: bars on a terminal, one plain line per epoch in a log
+# file (no carriage returns or terminal codes).
+FIT_PROGRESS = 1 if sys.stdout.isatty() else 2
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -240,7 +245,7 @@ def main(argv=None):
         train,
         epochs=args.epochs,
         shuffle=False,  # the batches' order is the text's
-        verbose=2 if args.smoke else 1,
+        verbose=FIT_PROGRESS,
     )
     seconds = time.time() - started
     tokens = steps * args.batch_size * args.segment_length

@@ -8,18 +8,27 @@ causal LM and its preprocessor, the metrics and the tokenizers of every
 kind (`keras_txl>CharacterTokenizer`, `keras_txl>ByteTokenizer`, the
 WikiText-103 `TransformerXLTokenizer`), so that
 `keras_hub.models.CausalLM.from_preset(run)` works in a new process.
+
+The `keras-txl` command is a package of its own, `keras_txl_cli`, which
+imports this one; nothing here knows of it.
 """
-
-import importlib
-
-import keras_txl_cli as _command
-from keras_txl.version import __version__
 
 # The submodules: `ablation` and `convert` are imported for what they
 # register too (the variants that old configs of the backbone and block
 # load as, and the loaders of HuggingFace and authors' TensorFlow folders
 # that `TransformerXLCausalLM.from_preset` finds; the models import
 # neither), `export` for `lm.export`'s writer.
+from keras_txl import ablation
+from keras_txl import convert
+from keras_txl import data
+from keras_txl import distribute
+from keras_txl import export
+from keras_txl import layers
+from keras_txl import metrics
+from keras_txl import models
+from keras_txl import training
+from keras_txl.version import __version__
+
 __all__ = [
     "__version__",
     "ablation",
@@ -32,21 +41,3 @@ __all__ = [
     "models",
     "training",
 ]
-
-
-def _import_submodules():
-    """Imports every submodule (and so Keras and its backend). A second
-    call does nothing."""
-    for name in __all__[1:]:
-        importlib.import_module(f"{__name__}.{name}")
-
-
-if _command.started_as_command():
-    # `python -m keras_txl` is the `keras-txl` command too: before Keras
-    # loads TensorFlow, hide the native libraries' start-up lines as the
-    # console script does (`--verbose` shows them). The command checks
-    # its arguments before it loads Keras (`keras_txl.app.cli.main` calls
-    # `_import_submodules` then), so that a mistake comes back at once.
-    _command.quiet_native_logs()
-else:
-    _import_submodules()

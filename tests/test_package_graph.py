@@ -12,6 +12,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "keras_txl")
+# The `keras-txl` command: a package beside the library, above all of it.
+COMMAND_PACKAGE = os.path.join(ROOT, "keras_txl_cli")
 
 # Lower rank = lower layer. A package may import its own modules and
 # packages of a lower rank; the packages of one rank do not import each
@@ -28,7 +30,6 @@ RANKS = {
     "export": 3,
     "convert": 3,
     "ablation": 4,
-    "app": 5,
 }
 SIDEWAYS = set()
 # Imports inside a function, at the point of use, that go up the ranks or
@@ -72,10 +73,10 @@ APART = {("distribute", "models")}
 TOP_LEVEL = {"__init__", "__main__", "version"}
 
 
-def _modules():
-    """`{dotted module name: path}` of every module of the package."""
+def _modules(package=PACKAGE):
+    """`{dotted module name: path}` of every module of `package`."""
     modules = {}
-    for folder, _, files in os.walk(PACKAGE):
+    for folder, _, files in os.walk(package):
         for file in files:
             if not file.endswith(".py"):
                 continue
@@ -300,12 +301,11 @@ def test_keras_private_names_only_where_contributing_lists_them():
 
 def test_no_command_module_imports_another():
     """What two `keras-txl` subcommands share lives in a module of its own
-    (`app/artifacts.py`, `app/text_segments.py`, ...), never in one
+    (`keras_txl_cli/artifacts.py`, `text_segments.py`, ...), never in one
     command's file that another command imports."""
-    modules = _modules()
-    commands = [m for m in modules if m.startswith("keras_txl.app.")]
-    commands = [m for m in commands if m.endswith("_command")]
-    assert "keras_txl.app.train_command" in commands
+    modules = _modules(COMMAND_PACKAGE)
+    commands = [m for m in modules if m.endswith("_command")]
+    assert "keras_txl_cli.train_command" in commands
     borrowed = {
         command: sorted(
             target
@@ -316,6 +316,66 @@ def test_no_command_module_imports_another():
         for command in commands
     }
     assert not {k: v for k, v in borrowed.items() if v}, borrowed
+
+
+def _reads_argv(tree):
+    """Whether a module reads `sys.argv` (or `sys.orig_argv`) outside an
+    `if __name__ == "__main__":` block (a child process's own entry)."""
+    main_blocks = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+    ]
+    inside = {id(n) for block in main_blocks for n in ast.walk(block)}
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr in ("argv", "orig_argv")
+        and id(node) not in inside
+        for node in ast.walk(tree)
+    )
+
+
+def test_the_library_knows_nothing_of_its_command_line():
+    """`keras_txl` imports nothing of `keras_txl_cli`, names it in no
+    child process, and reads no `sys.argv`: the command owns its
+    start-up. The one exception is `keras_txl/__main__.py`, which is
+    `python -m keras_txl` (the command's old spelling) and which nothing
+    imports."""
+    assert "keras_txl_cli.cli" in _modules(COMMAND_PACKAGE)
+    wrong = []
+    for module, path in _modules().items():
+        if module == "keras_txl.__main__":
+            continue
+        with open(path, encoding="utf-8") as file:
+            source = file.read()
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, (ast.List, ast.Tuple)):
+                # `[python, "-m", "keras_txl", ...]`, a subprocess's
+                # command: the command line by another road.
+                words = [getattr(e, "value", None) for e in node.elts]
+                names = [
+                    f"-m {after}"
+                    for before, after in zip(words, words[1:])
+                    if before == "-m"
+                    and after in ("keras_txl", "keras_txl_cli")
+                ]
+            wrong += [
+                f"{module}: {name}"
+                for name in names
+                if name.startswith(("keras_txl_cli", "-m"))
+            ]
+        if _reads_argv(tree):
+            wrong.append(f"{module}: reads sys.argv")
+    assert not wrong, wrong
 
 
 def _keras_method_names():
@@ -436,8 +496,8 @@ CROSS_FILE_PRIVATE = {
     ("layers/relative_multi_head_attention.py", "owner._relative_biases"),
     # `tf.data`'s pipeline graph, which has no public walk (documented at
     # `shuffles`; a warning only).
-    ("utils/validation.py", "x._inputs"),
-    ("utils/validation.py", "node._inputs"),
+    ("utils/token_data.py", "x._inputs"),
+    ("utils/token_data.py", "node._inputs"),
     # The command's start-up (issue 52, item 1, removes it: drop this).
     ("app/cli.py", "keras_txl._import_submodules"),
 }

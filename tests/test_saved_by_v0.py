@@ -11,10 +11,10 @@ import keras_hub
 import numpy as np
 import pytest
 
-from keras_txl.app.train_config import TrainConfig
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
+from keras_txl_cli.train_config import TrainConfig
 from tests.test_case import FIXTURES
 from tests.test_case import to_numpy
 

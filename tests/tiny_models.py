@@ -236,7 +236,7 @@ def train_config(tmp_path, name="run", **fields):
     T = M = 8, batch 2, epochs of 2 steps, no dropout, no sample: no test
     of it reads one) on `TRAIN_TEXT` in `tmp_path/corpus.txt`, writing
     `tmp_path/name`; `fields` override any of it."""
-    from keras_txl.app.train_config import TrainConfig
+    from keras_txl_cli.train_config import TrainConfig
 
     corpus = tmp_path / "corpus.txt"
     if not corpus.exists():

@@ -207,7 +207,7 @@ def run_ablation(
         architecture: dict of backbone arguments of the model size
             (`num_layers`, `num_heads`, `hidden_dim`, `head_dim`,
             `intermediate_dim`, ...; the command takes them from the size
-            table, `keras_txl/app/sizes.py`).
+            table, `keras_txl_cli/sizes.py`).
         size: optional name of the size, recorded in `"config"`.
         seed: int. Seed of the first run; run `s` uses `seed + s`.
         num_seeds: int. Runs of everything, each with its own seed.

@@ -5,7 +5,9 @@ writes a TensorFlow SavedModel whose signatures take and return the memory
 explicitly (`lm.export(path)` calls it).
 `export_litert(lm, path, batch_size, segment_length, memory_length,
 quantize)` writes `path/model.tflite`, the same serving signature for the
-LiteRT runtime (float32 or int8 weights).
+LiteRT runtime (float32 or int8 weights). A SavedModel describes itself in
+its `assets/`: `vocabulary.json` (the tokenizer's) and `signatures.json`,
+documented in `keras_txl.export.serving_assets`.
 """
 
 from keras_txl.export.litert import export_litert

@@ -41,7 +41,9 @@ SavedModel it converts is written by `export_saved_model`, in a TensorFlow
 child process under another backend.
 """
 
+import contextlib
 import os
+import sys
 import tempfile
 
 import keras
@@ -180,14 +182,45 @@ def convert_saved_model(saved_model, quantize=None):
 
 def litert_interpreter(model):
     """An `ai_edge_litert` interpreter of `model` (a path or the
-    flatbuffer's bytes), or `None` without `ai-edge-litert`."""
+    flatbuffer's bytes), its tensors allocated, or `None` without
+    `ai-edge-litert`.
+
+    The runtime writes "INFO: Created TensorFlow Lite XNNPACK delegate for
+    CPU." straight to file descriptor 2 when it allocates the tensors
+    (its default delegate), whatever `TF_CPP_MIN_LOG_LEVEL` says, and has
+    no option to silence it: descriptor 2 goes to `/dev/null` for those
+    two calls only (their errors are Python exceptions, which still
+    show)."""
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         return None
-    if isinstance(model, bytes):
-        return Interpreter(model_content=model)
-    return Interpreter(model_path=os.fspath(model))
+    with _native_stderr_hidden():
+        if isinstance(model, bytes):
+            interpreter = Interpreter(model_content=model)
+        else:
+            interpreter = Interpreter(model_path=os.fspath(model))
+        interpreter.allocate_tensors()
+    return interpreter
+
+
+@contextlib.contextmanager
+def _native_stderr_hidden():
+    """File descriptor 2 to `/dev/null` while the block runs."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, AttributeError, ValueError):
+        yield  # no descriptor 2 to hide
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def check_litert(lm, model, num_segments=CHECK_SEGMENTS, strict=True, seed=0):

@@ -39,6 +39,13 @@ length, e.g. a prompt, then steps of one token). Inputs of other shapes,
 or a `valid_length` outside `[0, memory_length]`, fail at run time with an
 `InvalidArgumentError` that names the input and the shape expected.
 
+The SavedModel describes itself in its `assets/` folder
+(`keras_txl.export.serving_assets`): `vocabulary.json`, the tokenizer's
+tokens (the id of a token is its index) when the model's tokenizer is
+known, and `signatures.json`, the inputs and outputs above with their
+dtypes and shapes. docs/serving.md serves it from text to text with
+TensorFlow alone.
+
 TF Serving loads `MODEL_BASE_PATH/<version>/saved_model.pb`: the numbered
 version directory is the caller's choice, e.g.
 `export_saved_model(lm, "serving/txl/1", ...)`.
@@ -50,6 +57,9 @@ child process with `KERAS_BACKEND=tensorflow` (the `.keras` format is the
 same on every backend), so the call works from any backend.
 """
 
+import contextlib
+import io
+import json
 import os
 import subprocess
 import sys
@@ -57,6 +67,8 @@ import tempfile
 
 import keras
 
+from keras_txl.export.serving_assets import signatures_asset
+from keras_txl.export.serving_assets import write_serving_assets
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
@@ -107,6 +119,7 @@ def export_saved_model(
     memory_length=None,
     overwrite=False,
     verbose=False,
+    tokenizer=None,
 ):
     """Exports `lm` as a SavedModel with an explicit memory.
 
@@ -128,6 +141,9 @@ def export_saved_model(
             the model was trained with).
         overwrite: bool. Replace an existing export at `path`.
         verbose: bool. Print the signatures that were written.
+        tokenizer: optional tokenizer whose vocabulary goes to
+            `assets/vocabulary.json` (default: the tokenizer of
+            `lm.preprocessor`, if any; see `serving_assets`).
 
     Returns:
         The path written, as a string.
@@ -169,8 +185,12 @@ def export_saved_model(
                 verbose,
             )
         return path
-    archive = _make_archive(lm, batch_size, segment_length, memory_length)
-    _write_archive(archive, path, verbose)
+    if tokenizer is None and lm.preprocessor is not None:
+        tokenizer = lm.preprocessor.tokenizer
+    archive, signatures = _make_archive(
+        lm, batch_size, segment_length, memory_length
+    )
+    _write_archive(archive, path, verbose, signatures, tokenizer)
     return path
 
 
@@ -281,10 +301,12 @@ def export_main(
             quantize,
         )
         return out_dir
+    tokenizer = None
     if run_folder.is_preset(model_dir):
         lm = TransformerXLCausalLM.from_preset(
             os.fspath(model_dir), preprocessor=None
         )
+        tokenizer = _preset_tokenizer(model_dir)
     else:
         model_path = os.path.join(os.fspath(model_dir), run_folder.MODEL_FILE)
         lm = keras.saving.load_model(model_path, safe_mode=True)
@@ -313,7 +335,42 @@ def export_main(
         memory_length,
         overwrite=overwrite,
         verbose=verbose,
+        tokenizer=tokenizer,
     )
+
+
+def _preset_tokenizer(model_dir):
+    """The tokenizer of the preset `model_dir`, or `None` (a converted
+    checkpoint without one, or a word tokenizer whose optional package
+    is not installed: the export then has no `vocabulary.json`)."""
+    from keras_txl.models import TransformerXLCausalLMPreprocessor
+    from keras_txl.utils.missing_extra_error import MissingExtraError
+
+    path = os.path.join(os.fspath(model_dir), run_folder.TOKENIZER_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        preprocessor = TransformerXLCausalLMPreprocessor.from_preset(
+            os.fspath(model_dir)
+        )
+    except MissingExtraError:
+        return None
+    return preprocessor.tokenizer
+
+
+# The program of the child process that exports under TensorFlow: the
+# arguments of `export_main` as JSON; a bad input comes back as one line,
+# `_CHILD_ERROR` then the message.
+_CHILD_ERROR = "keras_txl export error: "
+_CHILD_PROGRAM = f"""
+import json, sys
+from keras_txl.export.saved_model import export_main
+try:
+    export_main(**json.loads(sys.argv[1]))
+except (ValueError, OSError) as error:
+    print({_CHILD_ERROR!r} + " ".join(str(error).split()), file=sys.stderr)
+    sys.exit(1)
+"""
 
 
 def _export_in_tensorflow_process(
@@ -327,8 +384,9 @@ def _export_in_tensorflow_process(
     format="saved_model",
     quantize=None,
 ):
-    """Runs `keras-txl export` (`python -m keras_txl export`) with
-    `KERAS_BACKEND=tensorflow`."""
+    """Runs `export_main` in a child process with
+    `KERAS_BACKEND=tensorflow`; what it prints (the signatures with
+    `verbose`, a LiteRT export's check line) is printed here."""
     package_root = os.path.dirname(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     )
@@ -337,44 +395,31 @@ def _export_in_tensorflow_process(
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (package_root, env.get("PYTHONPATH")) if p
     )
-    command = [
-        sys.executable,
-        "-m",
-        "keras_txl",
-        "export",
-        os.fspath(model_dir),
-        os.fspath(out_dir),
-    ]
-    if batch_size is not None:
-        command += ["--batch-size", str(batch_size)]
-    if memory_length is not None:
-        command += ["--memory-length", str(memory_length)]
-    if segment_length is None:
-        command.append("--any-segment-length")
-    else:
-        command += ["--segment-length", str(segment_length)]
-    command += ["--format", format]
-    if quantize is not None:
-        command += ["--quantize", quantize]
-    if overwrite:
-        command.append("--overwrite")
-    if verbose:
-        command.append("--verbose")
+    arguments = dict(
+        model_dir=os.fspath(model_dir),
+        out_dir=os.fspath(out_dir),
+        batch_size=batch_size,
+        segment_length=segment_length,
+        memory_length=memory_length,
+        overwrite=overwrite,
+        verbose=verbose,
+        any_segment_length=segment_length is None,
+        format=format,
+        quantize=quantize,
+    )
+    command = [sys.executable, "-c", _CHILD_PROGRAM, json.dumps(arguments)]
     result = subprocess.run(command, env=env, capture_output=True, text=True)
-    if (verbose or format == "litert") and result.stdout:
-        # A LiteRT export's check line, or the signatures written.
+    if result.stdout:
         print(result.stdout, end="")
     if result.returncode != 0:
         # The child's own one-line error (a file it could not read, a bad
-        # argument) is this command's error too.
+        # argument) is this call's error too.
         lines = result.stderr.strip().splitlines()
-        prefix = "keras-txl export: error: "
-        if lines and lines[-1].startswith(prefix):
-            raise ValueError(lines[-1][len(prefix) :])
+        if lines and lines[-1].startswith(_CHILD_ERROR):
+            raise ValueError(lines[-1][len(_CHILD_ERROR) :])
         raise RuntimeError(
-            "The export under KERAS_BACKEND=tensorflow failed (command: "
-            f"{' '.join(command)}). Its last output:\n"
-            f"{result.stderr[-3000:]}"
+            "The export under KERAS_BACKEND=tensorflow failed (arguments: "
+            f"{arguments}). Its last output:\n{result.stderr[-3000:]}"
         )
 
 
@@ -491,12 +536,27 @@ def _make_archive(lm, batch_size, segment_length, memory_length):
             lambda: zeros(batch_size),
             input_signature=[],
         )
-    return archive
+    signatures = signatures_asset(
+        memory_signature,
+        token_shape,
+        lm.backbone.vocabulary_size,
+        SERVING_SIGNATURE,
+        INITIAL_MEMORY_SIGNATURE,
+    )
+    return archive, signatures
 
 
-def _write_archive(archive, path, verbose):
-    """Writes beside `path`, then puts it in place whole (`AtomicFolder`):
-    a failed export leaves `path`, and a previous export there, as they
-    were, and no folder it had to create."""
+def _write_archive(archive, path, verbose, signatures, tokenizer):
+    """Writes the archive and its `assets/` (`serving_assets`) beside
+    `path`, then puts it in place whole (`AtomicFolder`): a failed export
+    leaves `path`, and a previous export there, as they were, and no
+    folder it had to create. With `verbose`, Keras's description of the
+    signatures names `path`, not the folder written beside it."""
+    said = io.StringIO()
     with AtomicFolder(path) as folder:
-        archive.write_out(folder.path, verbose=verbose)
+        beside = folder.path
+        with contextlib.redirect_stdout(said):
+            archive.write_out(beside, verbose=verbose)
+        write_serving_assets(beside, signatures, tokenizer)
+    if verbose:
+        print(said.getvalue().replace(beside, path), end="")

@@ -105,7 +105,7 @@ class NanGuard(keras.callbacks.TerminateOnNaN):
 class TrainingDiverged(RuntimeError):
     """A training run stopped because its loss was not finite.
 
-    Raised by `keras_txl.app.train_command.train` (and so `keras-txl train`)
+    Raised by `keras_txl_cli.train_run.train` (and so `keras-txl train`)
     after `NanGuard` stopped `fit`. The checkpoint of the run is the last
     one with finite weights; the message says at which step the loss went
     bad and how to go on.

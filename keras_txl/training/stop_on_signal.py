@@ -70,7 +70,7 @@ class StopOnSignal(keras.callbacks.Callback):
 class TrainingInterrupted(KeyboardInterrupt):
     """A training run stopped by SIGINT (Ctrl-C) or SIGTERM.
 
-    Raised by `keras_txl.app.train_command.train` (and so `keras-txl
+    Raised by `keras_txl_cli.train_run.train` (and so `keras-txl
     train`) after `StopOnSignal` stopped `fit` at the end of a step and
     the checkpoint of that step was written: `--resume` continues the run
     exactly. It is a `KeyboardInterrupt`, so code that catches `Exception`

@@ -8,7 +8,7 @@
   through `TransformerXLCausalLM.from_preset` and `keras_hub.models.
   CausalLM.from_preset`, generated text, and `keras.models.clone_model`
   of tied adaptive models (`load`); then every subcommand on its success
-  path and on its documented errors, through `keras_txl.app.cli.main`,
+  path and on its documented errors, through `keras_txl_cli.cli.main`,
   with what a user sees (stdout, stderr, exit status) of each (`cli`);
   prints both as JSON.
 - `torch FOLDER`: on torch, a character run trained, evaluated, sampled
@@ -80,7 +80,7 @@ def _call(argv):
     """`keras-txl ARGV` in this process: `{"argv", "status", "out",
     "err"}`, the status 'exception' (and the traceback in `err`) when an
     exception escapes `main`."""
-    from keras_txl.app.cli import main
+    from keras_txl_cli.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -266,7 +266,7 @@ def cli(folder):
             [
                 ["generate", char, "--prompt", "the quick"]
                 + ["--max-length", "3"],
-                ["max_length (3) is shorter", "Use at least 9"],
+                ["--max-length (3) is shorter", "Use at least 9"],
             ],
             [
                 ["generate", char, "--prompt", "a", "--top-p", "0.5"],

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from keras_txl.app.ablation_command import ablate_main
-from keras_txl.app.ablation_command import recl_main
+from keras_txl_cli.ablate_command import ablate_main
+from keras_txl_cli.recl_command import recl_main
 from tests.test_case import DATA
 
 

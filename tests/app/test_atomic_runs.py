@@ -16,8 +16,8 @@ import sys
 import numpy as np
 
 from keras_txl import data
-from keras_txl.app import artifacts
-from keras_txl.app.train_config import TrainConfig
+from keras_txl_cli import artifacts
+from keras_txl_cli.train_config import TrainConfig
 from tests.tiny_models import tiny_lm
 
 REPO = os.path.dirname(
@@ -32,7 +32,7 @@ TEXT = "the quick brown fox jumps over the lazy dog. " * 12
 CHILD = """
 import contextlib, io, json, sys
 
-from keras_txl.app import cli
+from keras_txl_cli import cli
 
 results = []
 for argv in json.loads(sys.argv[1]):

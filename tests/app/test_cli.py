@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from keras_txl import data
-from keras_txl.app import artifacts
-from keras_txl.app.cli import main
 from keras_txl.data.corpora import CORPORA
 from keras_txl.data.tokenization import decode
 from keras_txl.data.tokenization import encode
+from keras_txl_cli import artifacts
+from keras_txl_cli.cli import main
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,13 +66,13 @@ def _one_line_error(capsys, status, expected_status, match):
 
 
 def _train(corpus, output, *extra):
-    """`python -m keras_txl train` on `corpus` in a subprocess: device
+    """`python -m keras_txl_cli train` on `corpus` in a subprocess: device
     counts are fixed once the engine starts, so a run with its own devices
     needs its own process. Returns `(completed process, metrics dict or
     None)`."""
     metrics_path = f"{output}-metrics.json"
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-m", "keras_txl", "train", "--corpus"]
+    command = [sys.executable, "-m", "keras_txl_cli", "train", "--corpus"]
     command += [corpus, "--output", output, "--metrics-json", metrics_path]
     result = subprocess.run(
         command + TINY_RUN + list(extra),
@@ -302,9 +302,9 @@ _TWO_DEVICES = """
 import contextlib, io, json, os, shutil, sys
 import keras
 import numpy as np
-from keras_txl.app import train_command
-from keras_txl.app.cli import main
-from keras_txl.app.train_config import TrainConfig
+from keras_txl_cli import train_run
+from keras_txl_cli.cli import main
+from keras_txl_cli.train_config import TrainConfig
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 
 corpus, folder, strategy, tiny_run = sys.argv[1:]
@@ -338,12 +338,12 @@ class StopAfterThree(keras.callbacks.Callback):
         self.model.stop_training = self.seen == 3
 
 
-# `keras-txl train` calls `train_command.train(config)`: this one stops
+# `keras-txl train` calls `train_run.train(config)`: this one stops
 # after 3 steps.
-train = train_command.train
-train_command.train = lambda config: train(config, callbacks=[StopAfterThree()])
+train = train_run.train
+train_run.train = lambda config: train(config, callbacks=[StopAfterThree()])
 report["stopped"] = cli("run", "--sample-tokens", "0")
-train_command.train = train
+train_run.train = train
 stopped = os.path.join(folder, "run")
 checkpoint = os.path.join(stopped, "checkpoint")
 report["stopped_at"] = TrainingCheckpoint.read_state(checkpoint)["step"]
@@ -362,7 +362,7 @@ for control in ("lost", "swapped"):
 report["train"] = cli("run", "--sample-tokens", "0", "--resume")
 quiet = lambda line: None
 for control in ("lost", "swapped"):
-    resumed = train_command.fit_language_model(
+    resumed = train_run.fit_language_model(
         TrainConfig(output=os.path.join(folder, control), resume=True,
                     verbose=0),
         log=quiet,
@@ -585,7 +585,7 @@ HEAVY = ("keras", "keras_hub", "tensorflow", "jax", "torch")
 )
 def test_mistakes_come_back_before_keras_is_imported(tmp_path, argv, match):
     # As a user types it: one line, in the user's words, no traceback.
-    command = [sys.executable, "-m", "keras_txl"]
+    command = [sys.executable, "-m", "keras_txl_cli"]
     env = dict(os.environ, PYTHONPATH=REPO)
     plain = subprocess.run(
         command + argv, env=env, cwd=tmp_path, capture_output=True, text=True
@@ -597,7 +597,7 @@ def test_mistakes_come_back_before_keras_is_imported(tmp_path, argv, match):
     # What was imported (`--verbose` keeps descriptor 2, where
     # `-X importtime` writes): none of Keras and its backends.
     timed = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "keras_txl", "--verbose"]
+        [sys.executable, "-X", "importtime", "-m", "keras_txl_cli", "--verbose"]
         + argv,
         env=env,
         cwd=tmp_path,
@@ -610,14 +610,15 @@ def test_mistakes_come_back_before_keras_is_imported(tmp_path, argv, match):
         for line in timed.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert "keras_txl" in imported and "argparse" in imported
+    assert "keras_txl_cli" in imported and "argparse" in imported
+    assert "keras_txl" not in imported  # the library loads Keras
     assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
 
 
 def test_the_parser_choices_are_the_librarys():
     from keras_txl.ablation.study import VARIANTS
-    from keras_txl.app import choices
     from keras_txl.distribute.strategies import STRATEGY_NAMES
+    from keras_txl_cli import choices
 
     assert choices.CORPORA == CORPORA
     assert choices.STRATEGY_NAMES == STRATEGY_NAMES
@@ -625,7 +626,7 @@ def test_the_parser_choices_are_the_librarys():
 
 
 def test_printable_escapes_control_bytes_only():
-    from keras_txl.app.console import printable
+    from keras_txl_cli.console import printable
 
     # What a byte-level model may write: bell, escape codes, backspace.
     text = "a\x07b\x1b[1mc\x08\r\x7f\nd\te ß ☕"
@@ -648,7 +649,7 @@ def test_generate_reads_any_prompt_and_writes_utf_8(tiny_run):
     string does the same through the API."""
     output = tiny_run[1]
     result = subprocess.run(
-        [sys.executable, "-m", "keras_txl", "generate", output]
+        [sys.executable, "-m", "keras_txl_cli", "generate", output]
         + ["--prompt", ANY_PROMPT, "--max-length", "24"]
         + ["--sampler", "greedy"],
         env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"),

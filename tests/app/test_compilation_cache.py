@@ -1,5 +1,5 @@
 """The `keras-txl` command's JAX persistent compilation cache
-(`keras_txl/app/compilation_cache.py`).
+(`keras_txl_cli/compilation_cache.py`).
 
 One real `keras-txl generate` on JAX, in a new process with a user's
 environment (no test-session JAX cache), fills
@@ -15,8 +15,8 @@ import jax
 import keras
 import pytest
 
-from keras_txl.app import compilation_cache
 from keras_txl.models import Utf8ByteTokenizer
+from keras_txl_cli import compilation_cache
 from tests.tiny_models import tokenizer_lm
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))

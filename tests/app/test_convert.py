@@ -11,12 +11,12 @@ import keras_hub
 import numpy as np
 import pytest
 
-from keras_txl.app.cli import main
-from keras_txl.app.convert_command import CHECK_SENTENCE
-from keras_txl.app.convert_command import sentence_log_probabilities
 from keras_txl.convert import preset_loader
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLTokenizer
+from keras_txl_cli.cli import main
+from keras_txl_cli.convert_command import CHECK_SENTENCE
+from keras_txl_cli.convert_command import sentence_log_probabilities
 from tests.tiny_models import tiny_lm
 from tests.tiny_models import tokenizer_lm
 

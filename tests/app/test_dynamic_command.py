@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-from keras_txl.app import artifacts
 from keras_txl.models import Utf8ByteTokenizer
+from keras_txl_cli import artifacts
 from tests.tiny_models import tiny_lm
 
 REPO = os.path.dirname(
@@ -27,7 +27,7 @@ def test_evaluate_dynamic_prints_static_and_dynamic_side_by_side(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Pack my box with five dozen liquor jugs. " * 12)
     metrics = str(tmp_path / "dynamic.json")
-    command = [sys.executable, "-m", "keras_txl", "evaluate", run]
+    command = [sys.executable, "-m", "keras_txl_cli", "evaluate", run]
     command += ["--corpus", str(corpus), "--segment-length", "16"]
     command += ["--dynamic", "sgd", "--dynamic-learning-rate", "0.5"]
     command += ["--dynamic-segments-per-update", "2"]

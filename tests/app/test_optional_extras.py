@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-from keras_txl.app.cli import main
 from keras_txl.utils import missing_extra_error
 from keras_txl.utils.missing_extra_error import MissingExtraError
 from keras_txl.utils.missing_extra_error import import_extra
+from keras_txl_cli.cli import main
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog. "

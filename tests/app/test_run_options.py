@@ -9,14 +9,14 @@ import os
 import keras
 import pytest
 
-from keras_txl.app import artifacts
-from keras_txl.app.cli import make_parser
-from keras_txl.app.train_command import fit_language_model
-from keras_txl.app.train_command import train
-from keras_txl.app.train_config import ConfigError
-from keras_txl.app.train_config import TrainConfig
 from keras_txl.models import MemoryReset
 from keras_txl.utils import run_folder
+from keras_txl_cli import artifacts
+from keras_txl_cli.cli import make_parser
+from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.train_config import TrainConfig
+from keras_txl_cli.train_run import fit_language_model
+from keras_txl_cli.train_run import train
 from tests.tiny_models import train_config
 
 

@@ -1,12 +1,12 @@
-"""`keras_txl.app.sampling.generate_text`: the text `keras-txl generate`
+"""`keras_txl_cli.sampling.generate_text`: the text `keras-txl generate`
 prints after the prompt."""
 
 import pytest
 
 from keras_txl import data
-from keras_txl.app.sampling import generate_text
-from keras_txl.app.sampling import prompt_as_read
 from keras_txl.data.tokenization import encode
+from keras_txl_cli.sampling import generate_text
+from keras_txl_cli.sampling import prompt_as_read
 from tests.tiny_models import tiny_lm
 
 TEXT = "the cat sat on the mat\nthe dog sat on the log\n"
@@ -40,9 +40,9 @@ def test_prompt_and_continuation_read_as_one_text(kind):
 
 
 def test_word_run_reads_unseen_words_as_unk():
-    from keras_txl.app.sampling import prompt_as_read
-    from keras_txl.app.sampling import unknown_in_prompt
     from keras_txl.data import make_tokenizer
+    from keras_txl_cli.sampling import prompt_as_read
+    from keras_txl_cli.sampling import unknown_in_prompt
 
     tokenizer = make_tokenizer("word", "the cat sat\nthe dog")
     assert unknown_in_prompt(tokenizer, "the cow sat on é") == (

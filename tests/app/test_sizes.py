@@ -7,12 +7,12 @@ import os
 import re
 
 from benchmarks import common
-from keras_txl.app.ablation_command import DEFAULTS as ABLATE_DEFAULTS
-from keras_txl.app.ablation_command import add_ablate_parser
-from keras_txl.app.cli import make_parser
-from keras_txl.app.sizes import SIZES
-from keras_txl.app.sizes import TRAIN_SIZES
-from keras_txl.app.sizes import size_arguments
+from keras_txl_cli.ablate_command import DEFAULTS as ABLATE_DEFAULTS
+from keras_txl_cli.ablate_command import add_parser as add_ablate_parser
+from keras_txl_cli.cli import make_parser
+from keras_txl_cli.sizes import SIZES
+from keras_txl_cli.sizes import TRAIN_SIZES
+from keras_txl_cli.sizes import size_arguments
 
 README = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "README.md"
@@ -37,7 +37,7 @@ def _size_action(parser):
 def test_every_size_name_means_one_model_size():
     for name, size in TRAIN_SIZES.items():
         assert size["model"] == SIZES[name], name
-    for name, size in common.SIZES.items():
+    for name, size in common.BENCHMARK_SIZES.items():
         arguments = {key: size[key] for key in SIZES[name]}
         assert arguments == SIZES[name], name
     assert size_arguments("small") == SIZES["small"]

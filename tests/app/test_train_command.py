@@ -7,12 +7,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.app import artifacts
-from keras_txl.app.train_command import _prepare_output
-from keras_txl.app.train_command import eval_memory_lengths
-from keras_txl.app.train_command import fit_language_model
-from keras_txl.app.train_config import ConfigError
-from keras_txl.app.train_config import TrainConfig
+from keras_txl_cli import artifacts
+from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.train_config import TrainConfig
+from keras_txl_cli.train_run import _prepare_output
+from keras_txl_cli.train_run import eval_memory_lengths
+from keras_txl_cli.train_run import fit_language_model
 from tests.tiny_models import train_config
 
 

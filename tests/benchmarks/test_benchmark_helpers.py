@@ -22,7 +22,7 @@ def test_reference_flops_per_token_by_hand():
         + 4 * d * f  # feed-forward
     )
     expected = layers * per_layer + 2 * d * vocab
-    size = common.SIZES["reference"]
+    size = common.BENCHMARK_SIZES["reference"]
     assert common.forward_flops_per_token(**size) == pytest.approx(expected)
     assert common.training_flops_per_token(**size) == pytest.approx(
         3 * expected
@@ -30,7 +30,7 @@ def test_reference_flops_per_token_by_hand():
 
 
 def test_attention_flops_grow_with_memory_length():
-    size = dict(common.SIZES["reference"])
+    size = dict(common.BENCHMARK_SIZES["reference"])
     short = common.forward_flops_per_token(**size)
     size["memory_length"] += 128
     longer = common.forward_flops_per_token(**size)

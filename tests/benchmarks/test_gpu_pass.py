@@ -32,7 +32,7 @@ def test_quick_pass_writes_the_json_and_table(tmp_path):
         for dtype in ("float32", "mixed_bfloat16")
         for phase in ("train", "eval")
     }
-    micro = common.SIZES["micro"]
+    micro = common.BENCHMARK_SIZES["micro"]
     device = gpu_pass.gpu_name()  # None on a machine without a GPU
     for r in rows:
         assert r["backend"] == "tensorflow" and r["tokens_per_s"] > 0

@@ -21,3 +21,7 @@ def test_train_char_lm_trains_validates_and_saves_a_preset(tmp_path):
     assert (tmp_path / "preset" / "task.json").is_file()
     assert (tmp_path / "preset" / "tokenizer.json").is_file()
     assert "sample (" in output
+    # Its output goes to a pipe, not a terminal: fit logs plain lines, as
+    # in a log file (no progress bar's carriage returns or codes).
+    assert "\r" not in output and "\x1b" not in output
+    assert numbers(r"^\d+/\d+ - [\d.]+m?s - .*loss: ([\d.]+)", output)

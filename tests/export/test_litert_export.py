@@ -9,11 +9,11 @@ from txl_export_testing import keras_segment_loop
 from txl_export_testing import segments
 from txl_export_testing import tiny_lm
 
-from keras_txl.app import cli
 from keras_txl.export import export_litert
 from keras_txl.export.litert import MISSING_LITERT
 from keras_txl.export.litert import check_litert
 from keras_txl.export.saved_model import export_main
+from keras_txl_cli import cli
 
 
 def _litert_segment_loop(path, token_segments):
@@ -46,7 +46,7 @@ def _export_command(*args):
     """`python -m keras_txl export ...` in a fresh process, as a user runs
     it: `(exit status, stdout, stderr)`."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-m", "keras_txl", "export", *map(str, args)]
+    command = [sys.executable, "-m", "keras_txl_cli", "export", *map(str, args)]
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     return result.returncode, result.stdout, result.stderr
 

@@ -135,7 +135,7 @@ def test_export_command_takes_lengths_from_the_run(tmp_path):
 
     import tensorflow as tf
 
-    from keras_txl.app import cli
+    from keras_txl_cli import cli
 
     lm = tiny_lm()
     run = tmp_path / "run"

@@ -44,7 +44,8 @@ def keras_segment_loop(lm, token_segments, memory_length):
 def run_python(args, backend=None, timeout=300):
     """Runs `python ARGS` from the repository root; returns stdout. The
     child gets `KERAS_BACKEND=backend` when given, and keras_txl on its
-    path. Raises with the child's stderr when it fails."""
+    path. Raises with the child's stderr when it fails. The output is
+    as the child wrote it: carriage returns and terminal codes kept."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p
@@ -56,11 +57,13 @@ def run_python(args, backend=None, timeout=300):
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
-        text=True,
         timeout=timeout,
     )
     if result.returncode != 0:
+        stderr = result.stderr.decode("utf-8", "replace")
         raise AssertionError(
-            f"python {' '.join(args)} failed:\n{result.stderr[-4000:]}"
+            f"python {' '.join(args)} failed:\n{stderr[-4000:]}"
         )
-    return result.stdout
+    # Decoded as written: a carriage return stays one (text mode would
+    # turn it into a line break).
+    return result.stdout.decode("utf-8", "replace")

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from keras_txl import data
-from keras_txl.app import artifacts
+from keras_txl_cli import artifacts
 from tests.test_case import to_numpy
 from tests.tiny_models import random_ids
 from tests.tiny_models import tiny_lm
@@ -140,8 +140,8 @@ import numpy as np
 
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
-from keras_txl.app import artifacts
-from keras_txl.app import artifacts
+from keras_txl_cli import artifacts
+from keras_txl_cli import artifacts
 from tests.tiny_models import BACKBONE_KWARGS
 
 lm = TransformerXLCausalLM(TransformerXLBackbone(**BACKBONE_KWARGS))

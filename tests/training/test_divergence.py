@@ -9,11 +9,11 @@ import keras
 import numpy as np
 import pytest
 
-from keras_txl.app import artifacts
-from keras_txl.app import cli
-from keras_txl.app.train_command import fit_language_model
 from keras_txl.training.evaluation import perplexity
 from keras_txl.training.nan_guard import TrainingDiverged
+from keras_txl_cli import artifacts
+from keras_txl_cli import cli
+from keras_txl_cli.train_run import fit_language_model
 from tests.tiny_models import train_config
 
 
@@ -69,14 +69,14 @@ def test_nan_before_any_checkpoint_says_to_start_again(tmp_path):
 
 
 def test_cli_reports_divergence_in_one_line(tmp_path, capsys, monkeypatch):
-    from keras_txl.app import train_command
+    from keras_txl_cli import train_run
 
-    original = train_command.fit_language_model
+    original = train_run.fit_language_model
 
     def poisoned(config, callbacks=(), log=print):
         return original(config, [*callbacks, _PoisonAtEpoch(1)], log)
 
-    monkeypatch.setattr(train_command, "fit_language_model", poisoned)
+    monkeypatch.setattr(train_run, "fit_language_model", poisoned)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The quick brown fox jumps over the lazy dog. " * 4)
     status = cli.main(

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_txl.app import artifacts
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import evaluate_bpc
 from keras_txl.training.evaluation import bits_per_token
 from keras_txl.training.evaluation import per_token_losses
 from keras_txl.training.evaluation import text_streams
+from keras_txl_cli import artifacts
 from tests.test_case import to_numpy
 from tests.tiny_models import PLAIN_LM
 from tests.tiny_models import tiny_lm

@@ -14,9 +14,9 @@ import sys
 import keras
 import pytest
 
-from keras_txl.app.train_command import fit_language_model
-from keras_txl.app.train_config import TrainConfig
 from keras_txl.data.token_cache import token_cache_entries
+from keras_txl_cli.train_config import TrainConfig
+from keras_txl_cli.train_run import fit_language_model
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,11 +50,11 @@ import pytest
 
 import keras
 
-from keras_txl.app import cli
-from keras_txl.app import train_command
+from keras_txl_cli import cli
+from keras_txl_cli import train_run
 
 pause_at = int(sys.argv[1])
-logging_callbacks = train_command._logging_callbacks
+logging_callbacks = train_run._logging_callbacks
 
 
 def with_pause(config, folder, history, *args):
@@ -69,7 +69,7 @@ def with_pause(config, folder, history, *args):
     return [*callbacks, Pause()], validation
 
 
-train_command._logging_callbacks = with_pause
+train_run._logging_callbacks = with_pause
 sys.exit(cli.main(sys.argv[2:]))
 """
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_txl.app import artifacts
 from keras_txl.training.schedules import transformer_xl_optimizer
 from keras_txl.training.step_history import StepHistory
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
+from keras_txl_cli import artifacts
 from tests.test_case import to_numpy
 from tests.tiny_models import tiny_lm
 

@@ -2,9 +2,10 @@ import dataclasses
 import math
 import os
 
-from keras_txl.app.choices import CORPORA
-from keras_txl.app.choices import TOKENIZERS
-from keras_txl.app.sizes import TRAIN_SIZES
+from keras_txl_cli.choices import CORPORA
+from keras_txl_cli.choices import TOKENIZERS
+from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.sizes import TRAIN_SIZES
 
 # The corpora of `keras_txl.data.load_corpus` (copied in `choices`, which
 # Keras does not load: `tests/app/test_cli.py` pins the copy).
@@ -30,16 +31,12 @@ RUN_FIELDS = (
 EXECUTION_FIELDS = ("jit_compile", "steps_per_execution", "validate_every")
 
 
-class ConfigError(ValueError):
-    """A bad option value: the message names the option and the fix."""
-
-
 @dataclasses.dataclass
 class TrainConfig:
     """Everything a `keras-txl train` run depends on.
 
     Fields left at `None` take the defaults of the model size (see
-    `keras_txl.app.sizes.TRAIN_SIZES`) in `resolved()`.
+    `keras_txl_cli.sizes.TRAIN_SIZES`) in `resolved()`.
 
     Fields:
         dataset: a name of `keras_txl.data.corpora.CORPORA`: `"builtin"` (the
@@ -50,7 +47,7 @@ class TrainConfig:
         tokenizer: `"byte"`, `"char"` or `"word"`; `None` picks the one
             of the paper for the dataset, characters otherwise.
         size: the model size and its training defaults, `"tiny"`,
-            `"reference"` or `"base"` (`keras_txl.app.sizes.TRAIN_SIZES`).
+            `"reference"` or `"base"` (`keras_txl_cli.sizes.TRAIN_SIZES`).
         steps, segment_length, memory_length, eval_memory_length,
             batch_size, dropout, learning_rate, warmup_steps: see the
             `keras-txl train` options.

@@ -4,8 +4,8 @@ import keras
 import keras_hub
 import numpy as np
 
-from keras_txl.app.choices import SAMPLERS
 from keras_txl.utils.validation import check_positive_int
+from keras_txl_cli.choices import SAMPLERS
 
 
 def make_sampler(name, top_k=None, top_p=None, seed=None):
@@ -103,6 +103,27 @@ def unknown_in_prompt(tokenizer, prompt):
     known = set(tokenizer.get_vocabulary())
     unknown = [word for word in dict.fromkeys(words) if word not in known]
     return unknown, oov_token
+
+
+def unknown_notice(command, where, tokenizer, unknown, oov_token):
+    """The line of `keras-txl command` that names the characters (or
+    words) `unknown` of `where` ("the prompt", a file) that the run's
+    vocabulary lacks, and the token they are read as: what
+    `unknown_in_prompt` returns (`oov_token` `None`: they are left
+    out)."""
+    kind = "character" if hasattr(tokenizer, "unknown_characters") else "word"
+    read_as = (
+        "left out (the run was saved without <unk>)"
+        if oov_token is None
+        else f"read as {oov_token}"
+    )
+    shown = " ".join(repr(token) for token in unknown[:20])
+    if len(unknown) > 20:
+        shown += f" and {len(unknown) - 20} more"
+    return (
+        f"keras-txl {command}: {len(unknown)} {kind}(s) of {where} not in "
+        f"the run's vocabulary, {read_as}: {shown}"
+    )
 
 
 def prompt_as_read(tokenizer, prompt):

@@ -1,11 +1,11 @@
 """`keras-txl train`: a training run, from its corpus to its saved
 preset, checkpoints, metrics and sample (the other subcommands are the
-other `keras_txl.app.*_command` modules; the names of a run's files are
+other `keras_txl_cli.*_command` modules; the names of a run's files are
 `keras_txl.utils.run_folder`'s).
 
 Each function takes plain arguments, prints its progress through `log`
 and returns its results as a dict, so that the command line
-(`keras_txl.app.cli`) only parses options and reports errors.
+(`keras_txl_cli.cli`) only parses options and reports errors.
 """
 
 import contextlib
@@ -18,19 +18,6 @@ import time
 
 import keras
 
-from keras_txl.app import artifacts
-from keras_txl.app.console import printable
-from keras_txl.app.plots import plot_bpc_vs_memory
-from keras_txl.app.plots import plot_training_curve
-from keras_txl.app.sampling import generate_text
-from keras_txl.app.sampling import make_sampler
-from keras_txl.app.sizes import TRAIN_SIZES
-from keras_txl.app.sizes import build_language_model
-from keras_txl.app.text_segments import eval_batch_size
-from keras_txl.app.text_segments import ordered_segments
-from keras_txl.app.text_segments import token_unit
-from keras_txl.app.train_config import ConfigError
-from keras_txl.app.train_config import TrainConfig
 from keras_txl.distribute import device_budget
 from keras_txl.models import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
@@ -46,6 +33,19 @@ from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.missing_extra_error import MissingExtraError
+from keras_txl_cli import artifacts
+from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.console import printable
+from keras_txl_cli.plots import plot_bpc_vs_memory
+from keras_txl_cli.plots import plot_training_curve
+from keras_txl_cli.sampling import generate_text
+from keras_txl_cli.sampling import make_sampler
+from keras_txl_cli.sizes import TRAIN_SIZES
+from keras_txl_cli.sizes import build_language_model
+from keras_txl_cli.text_segments import eval_batch_size
+from keras_txl_cli.text_segments import ordered_segments
+from keras_txl_cli.text_segments import token_unit
+from keras_txl_cli.train_config import TrainConfig
 
 PROMPT_TOKENS = 40  # validation tokens that prompt the sample
 SAMPLE_MARK = "[continued:]"  # where the sample's prompt ends
@@ -538,9 +538,10 @@ def train(config, callbacks=(), log=print):
     """Trains a model as `keras-txl train` does and saves it.
 
     Args:
-        config: a `TrainConfig` (fields left at `None` take the preset's
-            defaults). With `resume=True`, the configuration saved in
-            `config.output` is used and options given here must match it.
+        config: a `TrainConfig` (fields left at `None` take the
+            training defaults of its model size, `TRAIN_SIZES`). With
+            `resume=True`, the configuration saved in `config.output` is
+            used and options given here must match it.
         callbacks: extra Keras callbacks for `fit`.
         log: function that prints a line.
 

@@ -1,16 +1,147 @@
 """`keras-txl evaluate`: bits per character of a saved model on a whole
-text."""
+text. Its flags import nothing heavy; `evaluate` loads Keras.
+
+    keras-txl evaluate DIR [--corpus FILE] [--memory-length M]
+        [--segment-length T --clamp-length C --same-length tensorflow
+         --memory-start zeros]     # the paper's protocol
+    keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
+"""
 
 import os
 
-from keras_txl.app import artifacts
-from keras_txl.app.text_segments import eval_batch_size
-from keras_txl.app.text_segments import ordered_segments
-from keras_txl.app.text_segments import token_unit
-from keras_txl.app.train_config import ConfigError
-from keras_txl.training.evaluation import evaluate_bpc
-from keras_txl.training.evaluation import evaluate_segments
-from keras_txl.utils import run_folder
+from keras_txl_cli.choices import DATASETS
+from keras_txl_cli.choices import integer
+from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.console import progress_flag
+from keras_txl_cli.console import progress_verbosity
+
+
+def add_parser(subparsers):
+    """Adds `evaluate` to `subparsers` (the `keras-txl` subcommands)."""
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="bits per character of a saved model on a text",
+        description="Scores a text with a saved run. With the run folder "
+        "alone: the run's own corpus (its test part when it has one, else "
+        "its validation text) with the run's tokenizer, segment length, "
+        "batch size and evaluation memory.",
+    )
+    parser.add_argument("model_dir", metavar="MODEL_DIR")
+    parser.add_argument(
+        "--corpus",
+        help="text file (all of it), or with --dataset the local copy of "
+        "the benchmark",
+    )
+    parser.add_argument(
+        "--dataset",
+        choices=DATASETS,
+        help="score a split of this corpus (builtin: the --corpus file "
+        "split as in training) instead of a whole file",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("valid", "test"),
+        help="split of --dataset or of the run's corpus (default: test "
+        "when there is one, else valid)",
+    )
+    parser.add_argument(
+        "--memory-length",
+        type=integer(0),
+        help="default: the run's evaluation memory length",
+    )
+    parser.add_argument("--segment-length", type=integer(1))
+    parser.add_argument(
+        "--streams",
+        "--batch-size",
+        dest="batch_size",
+        type=integer(1),
+        help="parallel streams the text is cut into (default: 1 for "
+        "--corpus FILE, read once with its memory; else the run's batch "
+        "size). Each stream starts without memory: faster, a higher loss",
+    )
+    parser.add_argument("--metrics-json", metavar="FILE")
+    parser.add_argument(
+        "--token-losses",
+        metavar="FILE",
+        help="write the loss (nats) of every token: .npy, else one a line",
+    )
+    # The paper's protocol (docs/pretrained.md): any of these scores the
+    # text with an explicit memory, as the authors' evaluation does.
+    parser.add_argument(
+        "--clamp-length",
+        type=integer(-1),
+        help="clamp relative distances (the authors' clamp_len; -1: none)",
+    )
+    parser.add_argument(
+        "--same-length",
+        choices=("off", "pytorch", "tensorflow"),
+        help="every query sees as many keys (the authors' same_length, "
+        "with the mask of their PyTorch or TensorFlow code)",
+    )
+    parser.add_argument(
+        "--memory-start",
+        choices=("empty", "zeros"),
+        help="zeros: the memory starts as mem_len zero vectors that are "
+        "attended to (the authors' TensorFlow code, HuggingFace)",
+    )
+    dynamic = parser.add_argument_group(
+        "dynamic evaluation (Krause et al., 2019)",
+        "a gradient step on each segment once it is scored; prints static "
+        "and dynamic results side by side (one stream unless --batch-size)",
+    )
+    dynamic.add_argument(
+        "--dynamic",
+        choices=("sgd", "rms"),
+        help="sgd: plain steps; rms: steps scaled by the gradients' RMS "
+        "(from the run's training text), decaying to the saved weights",
+    )
+    dynamic.add_argument(
+        "--dynamic-learning-rate",
+        type=float,
+        help="default: 0.03 (sgd), 0.0001 (rms)",
+    )
+    dynamic.add_argument("--dynamic-decay", type=float, default=0.0)
+    dynamic.add_argument(
+        "--dynamic-segments-per-update", type=integer(1), default=1
+    )
+    parser.add_argument(
+        "--progress",
+        **progress_flag(
+            "bar: a progress bar when the run's own corpus is scored; "
+            "lines: one line per tenth of the text or per pass"
+        ),
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    """Runs `keras-txl evaluate` (Keras is imported by now)."""
+    evaluate(
+        args.model_dir,
+        args.corpus,
+        memory_length=args.memory_length,
+        segment_length=args.segment_length,
+        batch_size=args.batch_size,
+        metrics_json=args.metrics_json,
+        clamp_length=args.clamp_length,
+        same_length={"off": False, None: None}.get(
+            args.same_length, args.same_length
+        ),
+        memory_start=args.memory_start,
+        dataset=args.dataset,
+        split=args.split,
+        dynamic=None
+        if args.dynamic is None
+        else dict(
+            method=args.dynamic,
+            learning_rate=args.dynamic_learning_rate,
+            decay=args.dynamic_decay,
+            segments_per_update=args.dynamic_segments_per_update,
+        ),
+        token_losses=args.token_losses,
+        verbose=progress_verbosity(args.progress),
+    )
+    return 0
 
 
 def evaluate(
@@ -56,14 +187,16 @@ def evaluate(
         split: `"valid"`, `"test"` or `None` (test when the corpus has
             one, as the benchmarks; else the validation text, e.g. of a
             text file the run held `valid_fraction` of) of `dataset`.
-        verbose: Keras verbosity of the evaluation (1: a progress bar).
+        verbose: Keras verbosity of the evaluation: 1 a progress bar, 2
+            plain lines (one per tenth of a text file), 0 the results
+            only.
         log: function that prints a line.
         clamp_length, same_length, memory_start: the paper's evaluation
             protocol. If any is set, the text is scored by
             `keras_txl.training.evaluation.evaluate_segments` (explicit
             memory from `memory_start`, `"empty"` by default; `None` keeps
             the model's `clamp_length` / `same_length`).
-        dynamic: optional dict of `keras_txl.app.dynamic_report.
+        dynamic: optional dict of `keras_txl_cli.dynamic_report.
             evaluate_dynamic` arguments (`method`, `learning_rate`,
             `decay`, `segments_per_update`): static and dynamic
             evaluation side by side (one stream unless `batch_size`);
@@ -83,6 +216,13 @@ def evaluate(
     """
     from keras_txl import data
     from keras_txl.data.token_cache import token_cache_writes
+    from keras_txl.training.evaluation import evaluate_bpc
+    from keras_txl.training.evaluation import evaluate_segments
+    from keras_txl.utils import run_folder
+    from keras_txl_cli import artifacts
+    from keras_txl_cli.text_segments import eval_batch_size
+    from keras_txl_cli.text_segments import ordered_segments
+    from keras_txl_cli.text_segments import token_unit
 
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
@@ -128,6 +268,7 @@ def evaluate(
         name = f"{dataset} {split}"
         training_ids = splits.train
     else:
+        _warn_unknown(tokenizer, corpus)
         with token_cache_writes(store=False).active():  # one-off text
             text = data.load_corpus("builtin", corpus, valid_fraction=0.0)
             ids = data.corpus_ids(tokenizer, text.train, log=log)
@@ -138,7 +279,7 @@ def evaluate(
             "eval_memory_length", lm.backbone.memory_length
         )
     if dynamic is not None:
-        from keras_txl.app.dynamic_report import evaluate_dynamic
+        from keras_txl_cli.dynamic_report import evaluate_dynamic
 
         result = evaluate_dynamic(
             lm,
@@ -188,7 +329,7 @@ def evaluate(
             clamp_length=clamp_length,
             same_length=same_length,
             start=memory_start or "empty",
-            log=log,
+            log=log if verbose else None,
             return_token_losses=token_losses is not None,
         )
         if token_losses is not None:
@@ -209,6 +350,35 @@ def evaluate(
     )
     artifacts.write_metrics(result, None, metrics_json)
     return result
+
+
+def _warn_unknown(tokenizer, path):
+    """One line on stderr, as `generate` prints for a prompt, naming the
+    characters (or words) of the text file `path` that the run's
+    vocabulary lacks. The file is read a million characters at a time
+    (lines whole, so that no word is cut)."""
+    import sys
+
+    from keras_txl_cli.sampling import unknown_in_prompt
+    from keras_txl_cli.sampling import unknown_notice
+
+    found, oov_token = {}, None
+    with open(path, encoding="utf-8", errors="replace") as file:
+        while True:
+            chunk = file.read(2**20)
+            chunk += file.readline()
+            if not chunk:
+                break
+            unknown, oov_token = unknown_in_prompt(tokenizer, chunk)
+            found.update(dict.fromkeys(unknown))
+    if found and oov_token is not None:  # else tokenizing names them
+        unknown = list(found)
+        if hasattr(tokenizer, "unknown_characters"):
+            unknown = sorted(unknown)  # in code point order, as generate
+        line = unknown_notice(
+            "evaluate", f"'{os.fspath(path)}'", tokenizer, unknown, oov_token
+        )
+        print(line, file=sys.stderr)
 
 
 def _write_token_losses(path, losses):

@@ -36,7 +36,7 @@ def evaluate_dynamic(
     text) when there is one, else from the text scored so far.
 
     `unit` is what one token is (`"byte"`, `"character"`, `"word"` or
-    `"token"`: `keras_txl.app.text_segments.token_unit`), for the table's
+    `"token"`: `keras_txl_cli.text_segments.token_unit`), for the table's
     "bits per ...".
 
     Returns:

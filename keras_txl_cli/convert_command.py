@@ -1,12 +1,43 @@
 """`keras-txl convert`: a checkpoint into a keras-hub preset, checked by
-scoring a sentence before and after."""
+scoring a sentence before and after. Its flags import nothing heavy;
+`convert` loads Keras.
+
+    keras-txl convert hf://transfo-xl/transfo-xl-wt103 OUT_DIR
+"""
 
 import os
 
-from keras_txl.app import artifacts
-from keras_txl.app.train_config import ConfigError
-from keras_txl.utils import run_folder
-from keras_txl.utils.atomic_folder import AtomicFolder
+from keras_txl_cli.config_error import ConfigError
+
+
+def add_parser(subparsers):
+    """Adds `convert` to `subparsers` (the `keras-txl` subcommands)."""
+    parser = subparsers.add_parser(
+        "convert",
+        help="a HuggingFace or TensorFlow Transformer-XL checkpoint into a "
+        "keras-hub preset",
+        description="Converts SOURCE (a HuggingFace Transformer-XL folder "
+        "such as save_pretrained writes, a handle like "
+        "hf://transfo-xl/transfo-xl-wt103, a folder of the authors' "
+        "TensorFlow checkpoint with its config.json, or a keras-hub preset) "
+        "into a keras-hub preset in OUT_DIR, with its tokenizer when SOURCE "
+        "has one, and prints one line that checks the log-probabilities of "
+        "a built-in sentence: finite, and the same when OUT_DIR is loaded "
+        "back.",
+    )
+    parser.add_argument("source", metavar="SOURCE")
+    parser.add_argument("out_dir", metavar="OUT_DIR")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a preset in OUT_DIR"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    """Runs `keras-txl convert` (Keras is imported by now)."""
+    convert(args.source, args.out_dir, overwrite=args.overwrite)
+    return 0
+
 
 # Scored by `keras-txl convert` (WikiText-103's tokenization).
 CHECK_SENTENCE = (
@@ -57,6 +88,9 @@ def convert(source, out_dir, overwrite=False, log=print):
     import numpy as np
 
     from keras_txl.models import TransformerXLCausalLM
+    from keras_txl.utils import run_folder
+    from keras_txl.utils.atomic_folder import AtomicFolder
+    from keras_txl_cli import artifacts
 
     out_dir = os.fspath(out_dir)
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):

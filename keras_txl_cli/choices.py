@@ -85,3 +85,24 @@ def jit_compile_flag(text):
             f"must be auto, true or false, got {text!r}"
         )
     return values[text.lower()]
+
+
+def list_of(convert, allowed, what):
+    """An argparse type: comma-separated values, each `allowed`."""
+
+    def parse(text):
+        try:
+            values = [convert(v.strip()) for v in text.split(",") if v.strip()]
+        except ValueError:
+            values = []
+        if not values or not all(allowed(v) for v in values):
+            raise argparse.ArgumentTypeError(
+                f"must be {what} separated by commas, got {text!r}"
+            )
+        return values
+
+    return parse
+
+
+# `--contexts 16,32,48` of `recl`, `--recl-contexts` of `ablate`.
+integer_list = list_of(int, lambda v: v >= 1, "integers >= 1")

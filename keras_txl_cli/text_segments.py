@@ -1,6 +1,7 @@
 """How `keras-txl train` and `keras-txl evaluate` read a text: its
 ordered segments, the streams of an evaluation, and what one token is
-when a result is printed in bits per token."""
+when a result is printed in bits per token; and the corpus of `keras-txl
+ablate` and `keras-txl recl`."""
 
 
 def eval_batch_size(num_tokens, batch_size, segment_length):
@@ -52,3 +53,11 @@ def token_unit(tokenizer):
     ):
         return "word"
     return "token"
+
+
+def ablation_corpus(path):
+    """The corpus of `keras-txl ablate` and `recl`: the built-in text or
+    the file `path`, split 90/5/5."""
+    from keras_txl import data
+
+    return data.load_corpus("builtin", path, 0.05, 0.05)
