@@ -58,9 +58,12 @@ class TransformerXLTextClassifier(keras_hub.models.TextClassifier):
     what the weights compute, trained only where those weights also serve
     the last segment.
 
+    Arrays given to `fit` reach it through keras-hub's Grain pipeline,
+    which `shuffle=True` does not shuffle (keras-hub 0.32): shuffle
+    examples sorted by label before `fit`.
+
     Args:
-        backbone: a `TransformerXLBackbone` (or the Compressive
-            Transformer's).
+        backbone: a `TransformerXLBackbone`.
         num_classes: int >= 1. Number of classes to predict.
         preprocessor: a `TransformerXLTextClassifierPreprocessor` (or
             another keras-hub preprocessor returning `"token_ids"` and
