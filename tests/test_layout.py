@@ -98,6 +98,7 @@ PUBLIC = {
         "TransformerXLBackbone",
         "TransformerXLCausalLM",
         "TransformerXLCausalLMPreprocessor",
+        "TransformerXLTextClassifier",
         "TransformerXLTokenizer",
         "Utf8ByteTokenizer",
     ],

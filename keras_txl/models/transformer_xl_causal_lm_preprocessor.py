@@ -7,7 +7,7 @@ from keras_txl.models.character_tokenizer import unknown_characters_message
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_tokenizer import END_OF_LINE_TOKEN
 from keras_txl.models.transformer_xl_tokenizer import TransformerXLTokenizer
-from keras_txl.models.transformer_xl_tokenizer import end_of_line_id
+from keras_txl.models.transformer_xl_tokenizer import boundary_token_ids
 from keras_txl.models.transformer_xl_tokenizer import is_whole_word_tokenizer
 from keras_txl.models.transformer_xl_tokenizer import join_words
 from keras_txl.models.transformer_xl_tokenizer import split_words
@@ -115,19 +115,15 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         # The base class reads `start_token_id` & co., which the character
         # tokenizer does not have: its examples get no start or end token.
         tokenizer = self.tokenizer
+        start, end, pad = boundary_token_ids(tokenizer)
         self._end_of_line = None
         if is_whole_word_tokenizer(tokenizer):
-            # A string is a line: it follows an `<eos>` and ends with one.
-            self._end_of_line = end_of_line_id(tokenizer)
-            start = end = self._end_of_line
-        else:
-            start = getattr(tokenizer, "start_token_id", None)
-            end = getattr(tokenizer, "end_token_id", None)
+            self._end_of_line = start
         self._start_token_id, self._end_token_id = start, end
         self.packer = keras_hub.layers.StartEndPacker(
             start_value=start,
             end_value=end,
-            pad_value=getattr(tokenizer, "pad_token_id", None) or 0,
+            pad_value=pad,
             sequence_length=self.sequence_length,
             return_padding_mask=True,
         )

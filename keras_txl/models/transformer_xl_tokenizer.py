@@ -623,6 +623,21 @@ def end_of_line_id(tokenizer):
     return vocabulary.index(END_OF_LINE_TOKEN)
 
 
+def boundary_token_ids(tokenizer):
+    """`(start, end, pad)`: the ids a preprocessor puts around and after
+    each string. A tokenizer of whole words: `<eos>` (a string is a line:
+    it follows an `<eos>` and ends with one), or `None` if its vocabulary
+    lacks it; another tokenizer: the ids it names (`start_token_id`, ...),
+    `None` where it names none (the character tokenizer), and padding
+    with id 0 unless it names a `pad_token_id`."""
+    if is_whole_word_tokenizer(tokenizer):
+        start = end = end_of_line_id(tokenizer)
+    else:
+        start = getattr(tokenizer, "start_token_id", None)
+        end = getattr(tokenizer, "end_token_id", None)
+    return start, end, getattr(tokenizer, "pad_token_id", None) or 0
+
+
 def split_words(inputs, end_of_line=None):
     """The whitespace words of text, for a tokenizer of whole words.
 
