@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 from keras import ops
 
+from keras_txl.utils.token_data import check_right_padded
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_optional_positive_int
 
@@ -74,7 +75,7 @@ def score(
             )
         targets = target_ids if eager else _host(target_ids)
     if padding_mask is not None:
-        _check_right_padded(padding_mask, shape)
+        check_right_padded(padding_mask, shape)
     memory_length = check_optional_positive_int(
         "memory_length", memory_length, allow_zero=True
     )
@@ -221,21 +222,3 @@ def _make_compiled_step(lm, loss):
 
         return run
     return step
-
-
-def _check_right_padded(padding_mask, shape):
-    """Raises a `ValueError` unless `padding_mask` has the shape of the ids
-    and each row is True, then False (keras-hub's right padding)."""
-    mask = _host(padding_mask).astype(bool)
-    if mask.shape != shape:
-        raise ValueError(
-            f"`padding_mask` must have the shape of `token_ids`, {shape}. "
-            f"Received shape {mask.shape}."
-        )
-    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
-    if rows.size:
-        raise ValueError(
-            "`padding_mask` must be True on a row's tokens, then False "
-            f"(right padding). Row {int(rows[0])} has padding before "
-            "tokens: move each text to the start of its row."
-        )

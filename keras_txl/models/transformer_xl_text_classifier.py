@@ -6,7 +6,6 @@ import os
 
 import keras
 import keras_hub
-import numpy as np
 from keras import ops
 
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
@@ -14,7 +13,7 @@ from keras_txl.models.transformer_xl_text_classifier_preprocessor import (
     TransformerXLTextClassifierPreprocessor,
 )
 from keras_txl.utils.saved_files import check_preset_files
-from keras_txl.utils.tensor_values import is_concrete
+from keras_txl.utils.token_data import check_right_padded
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -210,7 +209,9 @@ class TransformerXLTextClassifier(keras_hub.models.TextClassifier):
                 "`sequence_length`, as the preprocessor does."
             )
         if padding_mask is not None:
-            _check_right_padded(padding_mask, tuple(token_ids.shape))
+            check_right_padded(
+                padding_mask, tuple(token_ids.shape), item="document"
+            )
         T = self.segment_length
         num_segments = -(-length // T)
         token_ids = ops.cast(token_ids, "int32")
@@ -315,23 +316,3 @@ def _holds_classifier(folder):
     with open(path, encoding="utf-8") as file:
         name = json.load(file).get("registered_name", "")
     return name == "keras_txl>TransformerXLTextClassifier"
-
-
-def _check_right_padded(padding_mask, shape):
-    """Raises a `ValueError` unless a concrete `padding_mask` has the shape
-    of the ids and each row is True, then False (keras-hub's padding)."""
-    if tuple(padding_mask.shape) != shape:
-        raise ValueError(
-            f"`padding_mask` must have the shape of `token_ids`, {shape}. "
-            f"Received shape {tuple(padding_mask.shape)}."
-        )
-    if not is_concrete(padding_mask):
-        return
-    mask = np.asarray(ops.convert_to_numpy(padding_mask)).astype(bool)
-    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
-    if rows.size:
-        raise ValueError(
-            "`padding_mask` must be True on a document's tokens, then False "
-            f"(right padding). Row {int(rows[0])} has padding before "
-            "tokens: move each document to the start of its row."
-        )

@@ -152,3 +152,27 @@ def _check_dataset(dataset):
             f"does. Its element spec gives dtype {dtype} and shape "
             f"{tuple(spec.shape)}."
         )
+
+
+def check_right_padded(padding_mask, shape, item="text"):
+    """Raises a `ValueError` unless `padding_mask` has the shape `shape` of
+    the ids and, when it holds values (`is_concrete`), each row is True,
+    then False (keras-hub's right padding). `item` names what a row holds
+    in the message ("text", "document")."""
+    if not hasattr(padding_mask, "shape"):  # A Python list.
+        padding_mask = np.asarray(padding_mask)
+    if tuple(padding_mask.shape) != tuple(shape):
+        raise ValueError(
+            f"`padding_mask` must have the shape of `token_ids`, {shape}. "
+            f"Received shape {tuple(padding_mask.shape)}."
+        )
+    if not is_concrete(padding_mask):
+        return
+    mask = np.asarray(ops.convert_to_numpy(padding_mask)).astype(bool)
+    rows = np.flatnonzero(np.any(mask[:, 1:] & ~mask[:, :-1], axis=1))
+    if rows.size:
+        raise ValueError(
+            f"`padding_mask` must be True on a {item}'s tokens, then False "
+            f"(right padding). Row {int(rows[0])} has padding before "
+            f"tokens: move each {item} to the start of its row."
+        )
