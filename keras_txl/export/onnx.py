@@ -438,12 +438,12 @@ def check_onnx(lm, model, num_segments=CHECK_SEGMENTS, seed=0):
     difference = max(logits_difference, memory_difference)
     if not (difference <= CHECK_TOLERANCE and lengths_equal):
         raise ValueError(
-            "The ONNX export differs from the Keras model: logits by "
-            f"{logits_difference:.2e}, memory by {memory_difference:.2e} "
-            f"(over {CHECK_TOLERANCE:g}?), valid lengths "
-            f"{'equal' if lengths_equal else 'different'}, over "
-            f"{num_segments} segments. Nothing was written. Report it, "
-            "with the model's config and the versions of tensorflow, "
-            "tf2onnx and onnxruntime."
+            "The ONNX export differs from the Keras model over "
+            f"{num_segments} segments: logits by {logits_difference:.2e}, "
+            f"memory by {memory_difference:.2e} (allowed: "
+            f"{CHECK_TOLERANCE:g}), valid lengths "
+            f"{'equal' if lengths_equal else 'different'}. Nothing was "
+            "written. Report it, with the model's config and the versions "
+            "of tensorflow, tf2onnx and onnxruntime."
         )
     return difference

@@ -9,6 +9,7 @@ path through the TensorFlow child process is the one tested."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -56,6 +57,30 @@ def _onnx_segment_loop(path, token_segments):
         valid_lengths.append(valid_length)
         state = {"memory": memory, "valid_length": valid_length}
     return inputs, np.stack(logits), np.stack(valid_lengths), state["memory"]
+
+
+def _with_changed_output(model, name, change):
+    """`model` whose output `name` is multiplied by `change` (a float)
+    or has `change` (an int) added."""
+    from onnx import helper
+    from onnx import numpy_helper
+
+    graph = model.graph
+    for node in graph.node:
+        node.output[:] = [
+            name + "_unchanged" if out == name else out for out in node.output
+        ]
+    dtype = "float32" if isinstance(change, float) else "int32"
+    graph.initializer.append(
+        numpy_helper.from_array(np.asarray(change, dtype), name + "_change")
+    )
+    op = "Mul" if isinstance(change, float) else "Add"
+    graph.node.append(
+        helper.make_node(
+            op, [name + "_unchanged", name + "_change"], [name], name=op
+        )
+    )
+    return model
 
 
 def _export_command(*args, backend):
@@ -157,6 +182,18 @@ def test_compressive_onnx_export_threads_both_memories(tmp_path, capsys):
     )
     with pytest.raises(ValueError, match=r"logits by .* memory by "):
         check_onnx(lm, model.SerializeToString())
+    # One segment, whose logits do not read the (empty) memory: a file
+    # whose memory out is off by 1% fails on the memory alone, one whose
+    # valid length out is off by one on the valid length alone.
+    for name, change in (("next_memory", 1.01), ("next_valid_length", 1)):
+        changed = _with_changed_output(onnx.load(path), name, change)
+        with pytest.raises(ValueError) as error:
+            check_onnx(lm, changed.SerializeToString(), num_segments=1)
+        logits = float(re.search(r"logits by (\S+),", str(error.value))[1])
+        assert logits <= 1e-4, str(error.value)
+        assert ("valid lengths different" in str(error.value)) == (
+            name == "next_valid_length"
+        ), str(error.value)
 
 
 def test_onnx_export_names_the_extra_when_it_is_missing(
