@@ -54,8 +54,9 @@ Everything here needs the `onnx` extra (`pip install
 'keras-txl[onnx]'`: tf2onnx, onnx, onnxruntime); without tf2onnx or onnx
 the export fails with one line that names it. The conversion runs
 TensorFlow (imported here only, when called): under another backend the
-model is saved to a temporary `.keras` file and exported in a child
-process with `KERAS_BACKEND=tensorflow`, as the SavedModel is.
+model is saved to a temporary `.keras` file and converted in a child
+process with `KERAS_BACKEND=tensorflow`, as the SavedModel is; the check
+then runs in the calling process, against the model on its own backend.
 """
 
 import importlib.util
@@ -104,8 +105,9 @@ def export_onnx(
     """Exports `lm` as `path/model.onnx` with an explicit memory.
 
     See the module documentation for the inputs and outputs. Under a
-    backend other than TensorFlow the export runs in a child process with
-    `KERAS_BACKEND=tensorflow`.
+    backend other than TensorFlow the conversion runs in a child process
+    with `KERAS_BACKEND=tensorflow`, and the check here, against `lm` on
+    this backend.
 
     Args:
         lm: a `TransformerXLCausalLM` (float32: the ONNX file computes in
@@ -155,35 +157,53 @@ def export_onnx(
     check_float32(lm)
     require_converter()
     path = check_destination(path, overwrite)
-    if keras.config.backend() != "tensorflow":
-        with tempfile.TemporaryDirectory(prefix="keras_txl_onnx_") as tmp:
-            lm.save(os.path.join(tmp, run_folder.MODEL_FILE))
-            export_in_tensorflow_process(
-                tmp,
-                path,
-                batch_size,
-                segment_length,
-                memory_length,
-                overwrite,
-                verbose,
-                format="onnx",
-                check=check,
-            )
-        return os.path.join(path, ONNX_FILE)
-    model = convert(lm, batch_size, segment_length, memory_length)
-    serialized = model.SerializeToString()
+    if keras.config.backend() == "tensorflow":
+        model = convert(lm, batch_size, segment_length, memory_length)
+        serialized = model.SerializeToString()
+    else:
+        serialized = _convert_in_tensorflow_process(
+            lm, batch_size, segment_length, memory_length
+        )
     if check:
+        # Against `lm` as it runs here, on this backend.
         check_onnx(lm, serialized)
     with AtomicFolder(path) as folder:
         with open(os.path.join(folder.path, ONNX_FILE), "wb") as file:
             file.write(serialized)
     if verbose:
+        import onnx
+
+        model = onnx.load_from_string(serialized)
         print(
             f"wrote {os.path.join(path, ONNX_FILE)}: "
             f"{len(serialized) / 1e6:.2f} MB, opset "
             f"{model.opset_import[0].version}; {describe(model)}"
         )
     return os.path.join(path, ONNX_FILE)
+
+
+def _convert_in_tensorflow_process(
+    lm, batch_size, segment_length, memory_length
+):
+    """The bytes of `lm`'s ONNX file, converted in a child process with
+    `KERAS_BACKEND=tensorflow` from `lm` saved to a temporary `.keras`
+    file (unchecked there: the caller checks it against `lm`)."""
+    with tempfile.TemporaryDirectory(prefix="keras_txl_onnx_") as tmp:
+        lm.save(os.path.join(tmp, run_folder.MODEL_FILE))
+        converted = os.path.join(tmp, "onnx")
+        export_in_tensorflow_process(
+            tmp,
+            converted,
+            batch_size,
+            segment_length,
+            memory_length,
+            overwrite=False,
+            verbose=False,
+            format="onnx",
+            check=False,
+        )
+        with open(os.path.join(converted, ONNX_FILE), "rb") as file:
+            return file.read()
 
 
 def check_float32(lm):

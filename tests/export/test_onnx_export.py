@@ -3,9 +3,11 @@ by ONNX Runtime equals the Keras model, segment after segment with the
 memory carried, at any batch size.
 
 The conversion always runs TensorFlow (a child process under JAX or
-PyTorch, as the SavedModel's): these tests are `one_backend` (their
-folder), and the command's test runs the command under JAX, so that the
-path through the TensorFlow child process is the one tested."""
+PyTorch, as the SavedModel's). The command's test is `one_backend` (its
+folder's rule: CI runs it under TensorFlow). `lm.export(format="onnx")`
+checks the file against the model on the caller's backend: its test is
+`backend_dependent`, so that CI runs it under JAX too, through the
+TensorFlow child process (PyTorch takes the same path as JAX)."""
 
 import json
 import os
@@ -100,9 +102,8 @@ def test_export_command_onnx_streams_as_the_keras_model(tmp_path, capsys):
     config = {"segment_length": 3, "memory_length": 4, "eval_memory_length": 5}
     (run / "train_config.json").write_text(json.dumps(config))
     out = tmp_path / "onnx"
-    # Under JAX: the export runs in a TensorFlow child process.
     status, stdout, stderr = _export_command(
-        run, out, "--format", "onnx", backend="jax"
+        run, out, "--format", "onnx", backend="tensorflow"
     )
     assert status == 0, stderr[-3000:]
     # The export checked itself with ONNX Runtime, and said so; then the
@@ -147,6 +148,9 @@ def test_export_command_onnx_streams_as_the_keras_model(tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
 
 
+# `lm.export` converts under TensorFlow (a child process under JAX) and
+# checks the file against `lm` on the backend that runs the test.
+@pytest.mark.backend_dependent
 def test_compressive_onnx_export_threads_both_memories(tmp_path, capsys):
     import onnx
     import onnxruntime
