@@ -7,7 +7,8 @@ a second: the parser takes its choices from here, not from the library
 modules that own them (those load Keras). `tests/app/test_cli.py` pins
 the copies of `CORPORA`, `STRATEGY_NAMES` and `VARIANTS` to the
 library's own; `TOKENIZERS` and `SAMPLERS` are defined here only. The argparse
-types of the numeric options are here too.
+types of the numeric options are here too, and `ConfigError`, the error of an
+option value (or of options together) that the checks after parsing find.
 """
 
 import argparse
@@ -106,3 +107,9 @@ def list_of(convert, allowed, what):
 
 # `--contexts 16,32,48` of `recl`, `--recl-contexts` of `ablate`.
 integer_list = list_of(int, lambda v: v >= 1, "integers >= 1")
+
+
+class ConfigError(ValueError):
+    """A bad option value, or options that do not go together: the
+    message names the option and the fix. The command prints it as one
+    line (`keras-txl SUBCOMMAND: error: ...`) with exit status 1."""

@@ -7,7 +7,7 @@ scoring a sentence before and after. Its flags import nothing heavy;
 
 import os
 
-from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.choices import ConfigError
 
 
 def add_parser(subparsers):

@@ -10,8 +10,8 @@ text. Its flags import nothing heavy; `evaluate` loads Keras.
 import os
 
 from keras_txl_cli.choices import DATASETS
+from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.choices import integer
-from keras_txl_cli.config_error import ConfigError
 from keras_txl_cli.console import progress_flag
 from keras_txl_cli.console import progress_verbosity
 

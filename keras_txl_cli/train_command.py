@@ -13,10 +13,10 @@ import os
 from keras_txl_cli.choices import DATASETS
 from keras_txl_cli.choices import STRATEGY_NAMES
 from keras_txl_cli.choices import TOKENIZERS
+from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.choices import integer
 from keras_txl_cli.choices import jit_compile_flag
 from keras_txl_cli.choices import number
-from keras_txl_cli.config_error import ConfigError
 from keras_txl_cli.console import progress_flag
 from keras_txl_cli.console import progress_verbosity
 from keras_txl_cli.path_checks import output_error

@@ -4,7 +4,7 @@ import os
 
 from keras_txl_cli.choices import CORPORA
 from keras_txl_cli.choices import TOKENIZERS
-from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.sizes import TRAIN_SIZES
 
 # The corpora of `keras_txl.data.load_corpus` (copied in `choices`, which

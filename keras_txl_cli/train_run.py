@@ -34,7 +34,7 @@ from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.missing_extra_error import MissingExtraError
 from keras_txl_cli import artifacts
-from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.console import printable
 from keras_txl_cli.plots import plot_bpc_vs_memory
 from keras_txl_cli.plots import plot_training_curve

@@ -139,9 +139,12 @@ COLLECTED_MARKERS = pytest.StashKey[dict]()
 
 
 # The files that took longest in CI (worker seconds on 2026-12-04,
-# TensorFlow / JAX pass), run first: `pytest -n 2` hands out tests in
-# collection order (below), so a long file collected last (tests/training/
-# comes last alphabetically) leaves one worker alone at the end of a pass.
+# TensorFlow / JAX pass; below the line, the slowest tests of the clean
+# clone of 0275699 on 2026-12-05, which named files longer than some
+# above), run first: `pytest -n 2` hands out tests in collection order
+# (below), so a long file collected last (tests/training/ comes last
+# alphabetically) leaves one worker alone at the end of a pass; a long
+# test that work stealing hands out last does the same, for its length.
 # Files keep their own order; the others follow in theirs.
 LONGEST_FIRST = (
     "tests/app/test_fresh_process.py",  # 160 s (both backends and torch)
@@ -156,6 +159,21 @@ LONGEST_FIRST = (
     "tests/models/test_keras_hub_harness.py",  # 21 / 50
     "tests/examples/test_export_and_serve.py",  # 49
     "tests/training/test_krause_dynamic_eval.py",  # 46
+    # 2026-12-05, the slowest tests' seconds (TensorFlow / JAX):
+    "tests/app/test_command_output.py",  # 46
+    "tests/models/test_transformer_xl_text_classifier.py",  # 43 / 11
+    "tests/models/test_quantization.py",  # - / 29
+    "tests/examples/test_train_char_lm.py",  # 11 / 18
+    "tests/examples/test_finetune_pretrained.py",  # 17
+    "tests/examples/test_compressive_memory.py",  # 16
+    "tests/models/test_carried_memory.py",  # 16 / 10
+    "tests/ablation/test_study.py",  # 15 / 13
+    "tests/app/test_run_options.py",  # 14 (JAX)
+    "tests/export/test_model_export.py",  # 14
+    "tests/convert/test_huggingface_generation.py",  # - / 13
+    "tests/app/test_train_command.py",  # 12
+    "tests/examples/test_custom_model.py",  # - / 12
+    "tests/training/test_compressive_resume.py",  # - / 10
 )
 
 

@@ -7,10 +7,10 @@ from keras import ops
 
 from keras_txl.layers.packed_dropout import PackedDropout
 from keras_txl.utils.initializers import fresh_initializer
-from keras_txl.utils.tensor_values import dtype_name
-from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 # Added to the scores of masked keys. Finite (not -inf) so that a row whose
 # keys are all masked gives a uniform row, never NaN; applied in float32.

@@ -13,9 +13,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.utils.tensor_values import dtype_name
-from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.validation import check_positive_int
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 # The states of the last `M` positions at the input of every layer, and
 # how many of those slots (the last ones) hold states.

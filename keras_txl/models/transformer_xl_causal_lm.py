@@ -21,13 +21,13 @@ from keras import ops
 
 from keras_txl.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_txl.layers.adaptive_softmax import AdaptiveSoftmax
+from keras_txl.layers.adaptive_softmax import PerTokenLoss
 from keras_txl.layers.adaptive_softmax import check_cluster_order
 from keras_txl.layers.output_projection import OutputProjection
 from keras_txl.metrics.batch_cross_entropy import BatchCrossEntropy
 from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.carried_memory import CarriedMemory
 from keras_txl.models.memory_state import MemoryState
-from keras_txl.models.per_token_loss import PerTokenLoss
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import check_vocabulary_layout
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
@@ -39,11 +39,11 @@ from keras_txl.models.transformer_xl_scoring import score
 from keras_txl.utils.saved_files import check_preset_files
 from keras_txl.utils.saved_files import check_task_weights
 from keras_txl.utils.saved_files import saved_mixed_policy
-from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.token_data import in_vocabulary
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import is_concrete
 
 
 @keras.saving.register_keras_serializable(package="keras_txl")

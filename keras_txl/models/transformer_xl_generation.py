@@ -16,11 +16,11 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.models.causal_lm_bases import check_before_causal_lm
-from keras_txl.models.causal_lm_bases import check_host_attributes
+from keras_txl.models.carried_memory import check_before_causal_lm
+from keras_txl.models.carried_memory import check_host_attributes
 from keras_txl.models.memory_spec import check_memory_start
-from keras_txl.utils.tensor_values import is_concrete
 from keras_txl.utils.validation import check_optional_positive_int
+from keras_txl.utils.validation import is_concrete
 
 
 class TransformerXLGeneration:

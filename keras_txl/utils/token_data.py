@@ -10,8 +10,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.utils.tensor_values import dtype_name
-from keras_txl.utils.tensor_values import is_concrete
+from keras_txl.utils.validation import dtype_name
+from keras_txl.utils.validation import is_concrete
 
 
 def check_token_ids(token_ids, vocabulary_size, name="token_ids"):

@@ -2,10 +2,11 @@
 command, on JAX and on TensorFlow (each child process gets its
 `KERAS_BACKEND`, whatever this session's backend is).
 
-The tiny runs of every tokenizer kind are trained once, on JAX
-(`fresh_process_child.py train`); then, per backend, in a new process:
-`import keras_txl` alone loads them all through `from_preset` and
-generates text, and `keras.models.clone_model` keeps their ties; every
+The tiny runs of every tokenizer kind are trained once, on JAX; then,
+per backend (on JAX in the process that trained them,
+`fresh_process_child.py train_and_use`; on TensorFlow in a new process
+where `import keras_txl` alone loads them): `from_preset` loads them all
+and generates text, and `keras.models.clone_model` keeps their ties; every
 subcommand runs on its success path and on its documented errors (one
 line on stderr, a non-zero status, never a traceback; `ablate` and
 `recl`, whose success is tested in process on each backend, succeed in
@@ -24,7 +25,6 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CHILD = os.path.join(HERE, "fresh_process_child.py")
-BACKENDS = ("jax", "tensorflow")
 # What the native libraries and absl print when not silenced.
 NOISE = ("absl", "oneDNN", "cuda", "cuInit", "W0000", "I0000", "E0000")
 
@@ -73,7 +73,12 @@ def test_a_user_in_a_fresh_process(tmp_path):
     # `keras-txl train` in a fresh process is test_cli.py's tiny run):
     # each backend then loads and uses them, as a user a preset trained
     # elsewhere.
-    trained = _child("jax", "train", tmp_path)
+    # On JAX the runs are used in the process that trained them (a
+    # process start and the imports fewer): `import keras_txl` alone is
+    # the TensorFlow child's start, and registration is Python's, the
+    # same whatever the backend.
+    results = _child("jax", "train_and_use", tmp_path)
+    trained = results["train"]
     for case in trained:
         assert case["status"] == 0, case
         assert case["err"] == "", case  # no library warnings
@@ -83,16 +88,16 @@ def test_a_user_in_a_fresh_process(tmp_path):
     assert "bits per word" in trained[2]["out"]
     assert "character" not in trained[2]["out"], trained[2]["out"]
     assert "Sample (" not in trained[0]["out"]  # --sample-tokens 0
-    for backend in BACKENDS:
-        _use_the_runs(backend, tmp_path)
-
-
-def _use_the_runs(backend, tmp_path):
-    """In one new process on `backend`: `import keras_txl` alone loads
-    and generates from every run, then every subcommand runs; then the
-    real `keras-txl` command."""
+    _use_the_runs("jax", tmp_path, results["use"])
     # `import keras_txl` alone registers what every run names.
-    used = _child(backend, "use", tmp_path)
+    used = _child("tensorflow", "use", tmp_path)
+    _use_the_runs("tensorflow", tmp_path, used)
+
+
+def _use_the_runs(backend, tmp_path, used):
+    """What the child on `backend` reported (`used`): it loaded and
+    generated from every run, then ran every subcommand; then the real
+    `keras-txl` command."""
     loaded = used["load"]
     tokenizers = {
         "char": "CharacterTokenizer",

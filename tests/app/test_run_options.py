@@ -12,8 +12,8 @@ import pytest
 from keras_txl.models import MemoryReset
 from keras_txl.utils import run_folder
 from keras_txl_cli import artifacts
+from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.cli import make_parser
-from keras_txl_cli.config_error import ConfigError
 from keras_txl_cli.train_config import TrainConfig
 from keras_txl_cli.train_run import fit_language_model
 from keras_txl_cli.train_run import train

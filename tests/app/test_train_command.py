@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_txl_cli import artifacts
-from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.train_config import TrainConfig
 from keras_txl_cli.train_run import _prepare_output
 from keras_txl_cli.train_run import eval_memory_lengths

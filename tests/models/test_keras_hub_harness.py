@@ -1,8 +1,9 @@
-"""The backbones (plain, compressive, ablation) and the LM under
-keras-hub's own test harness (`keras_hub.src.tests.test_case.TestCase`):
-serialization, eager and compiled calls, variable lengths, quantization
-policies, `.keras` saving, and the task test (predict and fit on strings
-through the preprocessor)."""
+"""The backbones (plain, compressive, ablation), the LM and the text
+classifier under keras-hub's own test harness
+(`keras_hub.src.tests.test_case.TestCase`): serialization, eager and
+compiled calls, variable lengths, quantization policies, `.keras` saving,
+and the task tests (predict and fit on strings through the
+preprocessor)."""
 
 import keras
 import numpy as np
@@ -14,7 +15,11 @@ from keras_txl.models import CompressiveTransformerXLBackbone
 from keras_txl.models import TransformerXLBackbone
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.models import TransformerXLCausalLMPreprocessor
+from keras_txl.models import TransformerXLTextClassifier
 from keras_txl.models import TransformerXLTokenizer
+from keras_txl.models.transformer_xl_text_classifier_preprocessor import (
+    TransformerXLTextClassifierPreprocessor,
+)
 from tests.tiny_models import backbone_config
 
 _BACKBONE = backbone_config(vocabulary_size=12, memory_length=3)
@@ -50,6 +55,15 @@ class TaskUnderTest(TransformerXLCausalLM):
     task class among the registered subclasses in set order, so a global
     registration made other tests load presets as this class now and then.
     """
+
+    @property
+    def _inputs_struct(self):
+        return {"token_ids": None, "padding_mask": None}
+
+
+class ClassifierUnderTest(TransformerXLTextClassifier):
+    """The classifier with the `_inputs_struct` of its preprocessor's
+    output (see `TaskUnderTest`); not registered globally either."""
 
     @property
     def _inputs_struct(self):
@@ -179,3 +193,42 @@ class KerasHubHarnessTest(keras_hub_test_case.TestCase):
             )
         registered = keras.saving.get_custom_objects().values()
         assert TaskUnderTest not in registered
+
+    @pytest.mark.slow
+    @pytest.mark.one_backend
+    def test_text_classifier_task(self):
+        """keras-hub's task test of the classifier: serialization, the
+        preprocessor's structure, predict and fit on strings, on a
+        dataset and with split preprocessing, and `compile=False`.
+
+        Under TensorFlow only (`one_backend`, as the variant backbones
+        above), documents of one segment: these are the paths data takes
+        through keras-hub's task, not numbers (the classifier's own tests
+        read documents of several segments, `fit` and `predict` compiled,
+        on every backend). The first `fit`'s trace dominates: 80 s with
+        two segments, 27 s with one (TensorFlow, on a loaded machine)."""
+        tokenizer = TransformerXLTokenizer(
+            ["<eos>", "<unk>", "a", "b", "c", "d", "e", "f", "g", "h"]
+        )
+        preprocessor = TransformerXLTextClassifierPreprocessor(
+            tokenizer, sequence_length=4
+        )
+        backbone = TransformerXLBackbone(**dict(_BACKBONE, vocabulary_size=10))
+        custom = {"ClassifierUnderTest": ClassifierUnderTest}
+        with keras.saving.custom_object_scope(custom):
+            self.run_task_test(
+                cls=ClassifierUnderTest,
+                init_kwargs={
+                    "backbone": backbone,
+                    "num_classes": 3,
+                    "preprocessor": preprocessor,
+                    "segment_length": 4,
+                },
+                train_data=(
+                    ["a b c", "d e f g", "h a", "b b b b b b b b b"],
+                    np.array([0, 2, 1, 2]),
+                ),
+                expected_output_shape=(4, 3),
+            )
+        registered = keras.saving.get_custom_objects().values()
+        assert ClassifierUnderTest not in registered
