@@ -6,7 +6,9 @@ into a temporary folder, imported), not from copies in the tree.
   against the shipped one: the relative shift alone (`--what shift`,
   forward + backward) and whole-model train / test steps (`model`).
 - `dropout`: a training step with `PackedDropout`, with Keras's
-  `Dropout` in its place, and without dropout.
+  `Dropout` in its place, and without dropout; on JAX also with JAX's
+  own CPU lowering of threefry (a loop) in place of keras-txl's
+  unrolled one (`keras_txl/utils/threefry_lowering.py`).
 
 Medians of process CPU and wall time per call; each line has its CPU
 time over the baseline's of the same run.
@@ -31,6 +33,7 @@ from benchmarks.throughput import parse_jit  # noqa: E402
 from keras_txl.layers import relative_multi_head_attention as attention  # noqa: E402,E501
 from keras_txl.layers import transformer_xl_block  # noqa: E402
 from keras_txl.layers.packed_dropout import PackedDropout  # noqa: E402
+from keras_txl.utils.threefry_lowering import unroll_threefry_on_cpu  # noqa: E402,E501
 
 ATTENTION = "keras_txl/layers/relative_multi_head_attention.py"
 
@@ -238,18 +241,39 @@ def with_keras_dropout(model):
     return changed
 
 
+def use_jax_threefry_loop():
+    """Registers JAX's own CPU lowering of threefry again (a loop of five
+    iterations), which a backbone replaces with unrolled rounds: the
+    baseline of that change. JAX keeps the rule private."""
+    from jax._src.random import threefry2x32
+    from jax.interpreters import mlir
+
+    mlir.register_lowering(
+        threefry2x32.threefry2x32_p,
+        threefry2x32._threefry2x32_cpu_lowering_rule,
+        platform="cpu",
+    )
+
+
 def compare_dropout(args):
     size = common.BENCHMARK_SIZES[args.size]
     x, y = segments(size)
     models = {}
-    for name in ("keras dropout", "packed", "no dropout"):
+    names = ["keras dropout", "packed", "no dropout"]
+    if keras.backend.backend() == "jax":
+        names.insert(0, "jax's threefry loop")
+    for name in names:
         rate = 0.0 if name == "no dropout" else args.dropout
         lm = build_model(size, args.dtype, rate, parse_jit(args.jit), 1)
         lm(x[0])  # builds every layer
         if name == "keras dropout" and not with_keras_dropout(lm):
             raise RuntimeError("found no PackedDropout to replace")
+        if name == "jax's threefry loop":
+            use_jax_threefry_loop()  # for this model's compilation only
         for i in range(2):  # trace and compile
             lm.train_on_batch(x[i], y[i])
+        if name == "jax's threefry loop":
+            unroll_threefry_on_cpu()
         models[name] = lm
     timings = interleave(batch_steps(models, x, y), args.rounds, args.calls)
     emit_steps(

@@ -18,13 +18,12 @@ _DECISIONS = 1 << _DECISION_BITS
 class PackedDropout(keras.layers.Dropout):
     """`keras.layers.Dropout` at half the random numbers.
 
-    Keras's dropout draws one random number per element; on JAX's default
-    generator (threefry, computed in XLA ops) and under TensorFlow's XLA
-    those draws are most of dropout's cost, and dropout is about a sixth
-    of a Transformer-XL training step on JAX. This layer draws one
-    float32 uniform per two elements and takes two keep decisions from
-    its top 22 bits (11 each: every backend's float32 uniform in [0, 1)
-    is a multiple of `2**-23` or finer, so those bits are exact).
+    Keras's dropout draws one random number per element; under
+    TensorFlow's XLA those draws are most of dropout's cost. This layer
+    draws one float32 uniform per two elements and takes two keep
+    decisions from its top 22 bits (11 each: every backend's float32
+    uniform in [0, 1) is a multiple of `2**-23` or finer, so those bits
+    are exact).
 
     The keep probability is `1 - rate` rounded to a multiple of `2**-11`
     (`keep_probability`; for `rate=0.1`, 1,843 / 2,048 = 0.89990), and
@@ -40,20 +39,24 @@ class PackedDropout(keras.layers.Dropout):
     weights saved from a model with `keras.layers.Dropout` in this place
     load unchanged, and a resumed run continues its stream exactly.
 
-    On torch it is Keras's dropout, with a seed: Keras runs an unseeded
-    `Dropout` there as torch's fused kernel on torch's global generator,
-    which no checkpoint holds, so a resumed run would drop other elements
-    than the uninterrupted one. Without `seed`, the layer draws one as
-    Keras does for an unseeded layer (Python's `random`, which
-    `keras.utils.set_random_seed` seeds) and keeps `seed=None` in its
-    config. (Packed decisions made of separate eager ops do not beat
-    torch's kernels: measured 0.9x to 3x the fused one's time.)
+    On JAX and torch it is Keras's dropout, one draw per element, with
+    a seed. On JAX, once the backbone has made XLA compile JAX's random
+    bits without a loop on a CPU (`keras_txl/utils/threefry_lowering.py`),
+    XLA fuses the per-element draw into the mask, and a training step
+    takes 0.94x the time of the packed draw (docs/benchmarks.md, "Round
+    three"). On torch, Keras runs an unseeded `Dropout` as torch's fused
+    kernel on torch's global generator, which no checkpoint holds, so a
+    resumed run would drop other elements than the uninterrupted one.
+    Without `seed`, the layer draws one as Keras does for an unseeded
+    layer (Python's `random`, which `keras.utils.set_random_seed` seeds)
+    and keeps `seed=None` in its config. (Packed decisions made of
+    separate eager ops do not beat torch's kernels: measured 0.9x to 3x
+    the fused one's time.)
 
     Measured at the reference size (docs/benchmarks.md, "Dropout with
-    half the random numbers"): a training step at 0.91-0.94 of its time
-    with Keras's dropout on JAX, 0.85 on TensorFlow with XLA
-    (`jit_compile=True`), unchanged on TensorFlow without XLA (its
-    default on a CPU).
+    half the random numbers"): a training step at 0.85 of its time with
+    Keras's dropout on TensorFlow with XLA (`jit_compile=True`),
+    unchanged on TensorFlow without XLA (its default on a CPU).
 
     Args:
         rate: float in [0, 1). Fraction of the input units to drop.
@@ -91,19 +94,19 @@ class PackedDropout(keras.layers.Dropout):
         error = abs(threshold / _DECISIONS - (1.0 - rate))
         # None: Keras's per-element draw (`Dropout.call`), for rate 0 or
         # 1, a `1 - rate` not close enough to a multiple of 2**-11, and
-        # on torch.
+        # on JAX and torch.
         packs = (
             0 < threshold < _DECISIONS
             and error <= 0.01 * min(rate, 1.0 - rate)
-            and keras.backend.backend() != "torch"
+            and keras.backend.backend() not in ("jax", "torch")
         )
         self._threshold = threshold if packs else None
 
     @property
     def keep_probability(self):
         """The probability that an element is kept: `1 - rate`, or its
-        nearest multiple of `2**-11` where decisions are packed (not on
-        torch)."""
+        nearest multiple of `2**-11` where decisions are packed (on
+        TensorFlow)."""
         if self._threshold is None:
             return 1.0 - self.rate
         return self._threshold / _DECISIONS

@@ -24,6 +24,7 @@ from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.memory_spec import check_memory_start
 from keras_txl.utils.config_variants import drop_variant_arguments
 from keras_txl.utils.config_variants import saved_variant
+from keras_txl.utils.threefry_lowering import unroll_threefry_on_cpu
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
@@ -153,6 +154,8 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         memory_dtype=None,
         **kwargs,
     ):
+        if keras.config.backend() == "jax":
+            unroll_threefry_on_cpu()  # dropout's bits, without a CPU loop
         vocabulary_size, num_layers, num_heads, hidden_dim, head_dim = (
             check_positive_int(name, value)
             for name, value in (
