@@ -56,7 +56,10 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
             another keras-hub tokenizer.
         sequence_length: int. Length of the packed examples.
         add_start_token: bool. Put the tokenizer's start token (if it has
-            one) before each string.
+            one) before each string, in training and in `generate` (where
+            keras-hub's own preprocessors always add it). Settable;
+            `generate(memory=...)` sets it False for its call, as a prompt
+            that follows a memory continues its text.
         add_end_token: bool. Put its end token (if any) after each string.
         **kwargs: other arguments of `keras_hub.models.Preprocessor`.
 
@@ -120,14 +123,26 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         if is_whole_word_tokenizer(tokenizer):
             self._end_of_line = start
         self._start_token_id, self._end_token_id = start, end
+        # keras-hub's `generate_preprocess` adds the packer's start value
+        # whatever `add_start_token` says: a packer without one honors it
+        # (`generate(memory=...)` sets it False, and so may a user).
+        self._packer_adds_start = bool(self.add_start_token)
         self.packer = keras_hub.layers.StartEndPacker(
-            start_value=start,
+            start_value=start if self.add_start_token else None,
             end_value=end,
             pad_value=pad,
             sequence_length=self.sequence_length,
             return_padding_mask=True,
         )
         self.built = True
+
+    def _build_for_start(self):
+        """Builds, or builds again if `add_start_token` changed since the
+        packer was built."""
+        if not self.built or self._packer_adds_start != bool(
+            self.add_start_token
+        ):
+            self.build(None)
 
     @property
     def end_token_id(self):
@@ -141,8 +156,7 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
     def _words(self, x):
         """`x` as the tokenizer takes it: text, or its whitespace words
         for a tokenizer of whole words."""
-        if not self.built:
-            self.build(None)
+        self._build_for_start()
         if not is_whole_word_tokenizer(self.tokenizer):
             return x
         eos = self._end_of_line
@@ -177,8 +191,7 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         )
 
     def generate_postprocess(self, x):
-        if not self.built:
-            self.build(None)
+        self._build_for_start()
         if not is_whole_word_tokenizer(self.tokenizer):
             return super().generate_postprocess(x)
         token_ids = keras.ops.convert_to_numpy(x["token_ids"])
