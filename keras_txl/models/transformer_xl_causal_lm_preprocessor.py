@@ -123,12 +123,8 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         if is_whole_word_tokenizer(tokenizer):
             self._end_of_line = start
         self._start_token_id, self._end_token_id = start, end
-        # keras-hub's `generate_preprocess` adds the packer's start value
-        # whatever `add_start_token` says: a packer without one honors it
-        # (`generate(memory=...)` sets it False, and so may a user).
-        self._packer_adds_start = bool(self.add_start_token)
         self.packer = keras_hub.layers.StartEndPacker(
-            start_value=start if self.add_start_token else None,
+            start_value=start,
             end_value=end,
             pad_value=pad,
             sequence_length=self.sequence_length,
@@ -137,12 +133,14 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         self.built = True
 
     def _build_for_start(self):
-        """Builds, or builds again if `add_start_token` changed since the
-        packer was built."""
-        if not self.built or self._packer_adds_start != bool(
-            self.add_start_token
-        ):
+        """Builds, and gives the packer a start value only while
+        `add_start_token` is True: keras-hub's `generate_preprocess` adds
+        the packer's start value whatever `add_start_token` says
+        (`generate(memory=...)` sets it False, and so may a user)."""
+        if not self.built:
             self.build(None)
+        start = self._start_token_id if self.add_start_token else None
+        self.packer.start_value = None if start is None else [start]
 
     @property
     def end_token_id(self):
