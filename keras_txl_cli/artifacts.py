@@ -18,16 +18,34 @@ from keras_txl.utils.run_folder import is_preset
 from keras_txl.utils.saved_files import read_json_file
 
 
-def write_json(path, value):
-    """Writes `value` as JSON to a temporary file, then renames it."""
+def write_atomically(path, write):
+    """Writes the file `path` whole or not at all: `write(temporary)`
+    writes a temporary file beside it (its folder made if missing), which
+    is then renamed to `path` in one step. An error (or a kill) before the
+    rename leaves `path` as it was; the temporary file of an error is
+    removed."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(value, file, indent=2)
-        file.write("\n")
-    os.replace(temporary, path)
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def write_json(path, value):
+    """Writes `value` as JSON to `path` (`write_atomically`)."""
+
+    def write(temporary):
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(value, file, indent=2)
+            file.write("\n")
+
+    write_atomically(path, write)
 
 
 def write_metrics(metrics, output, metrics_json):

@@ -2,6 +2,12 @@
 import nothing heavy; `generate` loads Keras.
 
     keras-txl generate DIR --prompt TEXT [--max-length N] [--sampler top_k]
+                       [--state FILE]
+
+With `--state FILE` the text is a stream that goes on from one command to
+the next: FILE (`keras_txl_cli.stream_state`) holds the memory of the
+stream so far, which the prompt continues, and is written back with the
+memory after this call's text.
 """
 
 import sys
@@ -11,6 +17,7 @@ from keras_txl_cli.choices import integer
 from keras_txl_cli.choices import number
 from keras_txl_cli.console import printable
 from keras_txl_cli.path_checks import prompt_tokens_at_least
+from keras_txl_cli.stream_state import read_state
 
 
 def add_parser(subparsers):
@@ -55,8 +62,8 @@ def add_parser(subparsers):
     parser.add_argument(
         "--memory-length",
         type=integer(1),
-        help="tokens each new token attends to (default: the run's "
-        "evaluation memory length)",
+        help="tokens each new token attends to (default: those of the "
+        "--state file, else the run's evaluation memory length)",
     )
     parser.add_argument(
         "--seed",
@@ -64,13 +71,24 @@ def add_parser(subparsers):
         default=0,
         help="seed of top_k, top_p and random (default 0)",
     )
+    parser.add_argument(
+        "--state",
+        metavar="FILE",
+        help="continue the stream saved in FILE (made when absent): the "
+        "prompt follows the text of the previous calls (no start token), "
+        "and FILE is written back with the memory after this call's text. "
+        "Greedy, two calls give the text of one call on the whole text. A "
+        "state of another run, vocabulary or --memory-length is refused",
+    )
     parser.set_defaults(run=run, check=check)
 
 
 def check(args):
     """The error of `generate`'s flags found without Keras, or `None`: an
     empty prompt, or a --max-length shorter than the prompt's tokens
-    (counted from the run's tokenizer file for characters and bytes)."""
+    (counted from the run's tokenizer file for characters and bytes), or
+    a --state file that is damaged or of another run, vocabulary or
+    memory length. The state read is kept in `args.stream_state`."""
     if not args.prompt:
         return "--prompt must not be empty."
     length = prompt_tokens_at_least(args.model_dir, args.prompt)
@@ -80,6 +98,14 @@ def check(args):
             f"({length} tokens): it counts the prompt's tokens and the new "
             f"ones. Use at least {length}."
         )
+    args.stream_state = None
+    if args.state is not None:
+        try:
+            args.stream_state = read_state(
+                args.state, args.model_dir, args.memory_length
+            )
+        except ValueError as error:
+            return str(error)
     return None
 
 
@@ -94,6 +120,7 @@ def run(args):
         top_p=args.top_p,
         memory_length=args.memory_length,
         seed=args.seed,
+        state=getattr(args, "stream_state", None),
     )
     return 0
 
@@ -111,6 +138,7 @@ def generate(
     top_p=None,
     memory_length=None,
     seed=0,
+    state=None,
     log=print,
     warn=_print_to_stderr,
 ):
@@ -131,7 +159,12 @@ def generate(
             parameters (see `keras_txl_cli.sampling.make_sampler`).
         memory_length: int >= 1 or `None`: tokens each new token attends
             to; `None` takes the run's `eval_memory_length` (the model's
-            memory length if it is 0).
+            memory length if it is 0); with a `state` that holds a
+            memory, that memory's length (`read_state` refuses another).
+        state: `None`, or the `keras_txl_cli.stream_state.StreamState`
+            of a stream (`read_state`): the prompt goes on from its
+            memory (if any), and the memory after the text is saved in
+            its file.
         log: function that prints a line.
         warn: function that prints the line on unknown characters or
             words (default: to stderr, so that stdout is the text alone).
@@ -149,6 +182,10 @@ def generate(
     lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     prompt = _known_prompt(tokenizer, prompt, warn)
+    memory = None if state is None else state.memory
+    continued = memory is not None
+    if continued:
+        memory_length = state.memory_length
     if memory_length is None:
         run_config = run_folder.read_run_config(model_dir)
         memory_length = run_config.get("eval_memory_length")
@@ -159,8 +196,14 @@ def generate(
         max_length,
         sampler=chosen,
         memory_length=memory_length or None,
+        memory=memory,
+        return_memory=state is not None,
     )
-    log(printable(prompt_as_read(tokenizer, prompt) + text))
+    if state is not None:
+        text, memory = text
+        state.save(lm.backbone.memory_spec.flatten(memory))
+    read = prompt_as_read(tokenizer, prompt, continued=continued)
+    log(printable(read + text))
     return text
 
 

@@ -21,6 +21,9 @@ TASK_FILE = "task.json"
 MODEL_FILE = "model.keras"
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_DIR = "tokenizer"
+ASSETS_DIR = "assets"
+# The weights files of a keras-hub preset of a task (`PRESET_FILES`).
+WEIGHTS_FILES = ("model.weights.h5", "task.weights.h5")
 CHECKPOINT_DIR = "checkpoint"
 # The registered names of the byte-level tokenizers (a token per UTF-8
 # byte) and of the character tokenizer, in a run's `tokenizer.json`.

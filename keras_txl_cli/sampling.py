@@ -126,13 +126,14 @@ def unknown_notice(command, where, tokenizer, unknown, oov_token):
     )
 
 
-def prompt_as_read(tokenizer, prompt):
+def prompt_as_read(tokenizer, prompt, continued=False):
     """`prompt` as the model reads it, which `generate_text` continues:
     the text of its tokens, as `TransformerXLCausalLM.generate` writes it
     (`TransformerXLCausalLMPreprocessor`). The prompt itself for byte and
     character tokenizers; for a word tokenizer its words, one space apart,
-    each line break kept."""
-    preprocessor = _preprocessor(tokenizer)
+    each line break kept. `continued`: the prompt follows a memory (no
+    start token)."""
+    preprocessor = _preprocessor(tokenizer, add_start_token=not continued)
     prompt_ids = preprocessor.generate_preprocess(
         [prompt], sequence_length=_longest(prompt)
     )
@@ -140,7 +141,14 @@ def prompt_as_read(tokenizer, prompt):
 
 
 def generate_text(
-    lm, tokenizer, prompt, max_length, sampler=None, memory_length=None
+    lm,
+    tokenizer,
+    prompt,
+    max_length,
+    sampler=None,
+    memory_length=None,
+    memory=None,
+    return_memory=False,
 ):
     """Continues `prompt` with `lm.generate`.
 
@@ -165,14 +173,21 @@ def generate_text(
         memory_length: int >= 1 or `None` (the model's memory length, or
             the whole context for a model without memory): tokens each new
             token attends to.
+        memory: `None`, or the memory of the text before `prompt` (the
+            memory dict `lm.generate(..., return_memory=True)` returned,
+            of one row): the prompt goes on from it, without a start
+            token.
+        return_memory: bool. Also return the memory after the text (every
+            token of the prompt and of the continuation).
 
     Returns:
         The generated text, without the prompt: what follows
-        `prompt_as_read(tokenizer, prompt)` in the generated whole. With a
-        byte tokenizer, whole characters only: valid UTF-8 text.
+        `prompt_as_read(tokenizer, prompt, memory is not None)` in the
+        generated whole. With a byte tokenizer, whole characters only:
+        valid UTF-8 text. With `return_memory`, `(text, memory)`.
     """
     max_length = check_positive_int("max_length", max_length)
-    preprocessor = _preprocessor(tokenizer)
+    preprocessor = _preprocessor(tokenizer, add_start_token=memory is None)
     prompt_ids = preprocessor.generate_preprocess(
         [prompt], sequence_length=max(max_length, _longest(prompt))
     )
@@ -191,6 +206,9 @@ def generate_text(
         )
     if sampler is not None:
         lm.compile(sampler=sampler)
+    # Only a stream asks for the memory: other calls keep
+    # `lm.generate`'s arguments as they were.
+    streaming = {"memory": memory, "return_memory": True}
     outputs = lm.generate(
         {
             "token_ids": prompt_ids["token_ids"][:, :max_length],
@@ -198,16 +216,21 @@ def generate_text(
         },  # (1, max_length) each
         stop_token_ids=None,
         memory_length=memory_length,
+        **(streaming if memory is not None or return_memory else {}),
     )
+    if memory is not None or return_memory:
+        outputs, memory = outputs
     # What the whole text adds to the prompt's: a word tokenizer joins
     # words with spaces, so the new ids decoded alone would lose the
     # separator before them.
     whole = preprocessor.generate_postprocess(outputs)[0]
-    return whole[len(preprocessor.generate_postprocess(prompt_ids)[0]) :]
+    text = whole[len(preprocessor.generate_postprocess(prompt_ids)[0]) :]
+    return (text, memory) if return_memory else text
 
 
-def _preprocessor(tokenizer):
-    """The preprocessor of `lm.generate("text")` for `tokenizer`. A
+def _preprocessor(tokenizer, add_start_token=True):
+    """The preprocessor of `lm.generate("text")` for `tokenizer`
+    (`add_start_token=False`: of a prompt that goes on from a memory). A
     keras-hub `ByteTokenizer` (runs saved before keras-txl had its own)
     becomes keras-txl's, which writes whole characters only."""
     from keras_txl.models import TransformerXLCausalLMPreprocessor
@@ -215,7 +238,9 @@ def _preprocessor(tokenizer):
 
     if type(tokenizer) is keras_hub.tokenizers.ByteTokenizer:
         tokenizer = Utf8ByteTokenizer.from_config(tokenizer.get_config())
-    return TransformerXLCausalLMPreprocessor(tokenizer)
+    return TransformerXLCausalLMPreprocessor(
+        tokenizer, add_start_token=add_start_token
+    )
 
 
 def _longest(prompt):

@@ -693,3 +693,72 @@ def test_generate_on_a_run_saved_without_unk_names_what_it_leaves_out(
     ]
     assert captured.out.startswith("the af")
     assert len(captured.out) == 13  # 12 characters and the newline
+
+
+# Three `keras-txl generate` commands in one new process (one import of
+# Keras, not three; each command loads the run and reads and writes its
+# state file as a process of its own would): "The quick" and " Pack" as
+# two calls of one stream, then their whole text as one call, each with
+# a state file; prints what each printed, as JSON.
+_STREAM = """
+import contextlib, io, json, sys
+from keras_txl_cli.cli import main
+
+run, folder = sys.argv[1:]
+greedy = ["--sampler", "greedy"]
+
+
+def generate(prompt, max_length, state, *extra):
+    out = io.StringIO()
+    argv = ["generate", run, "--prompt", prompt, "--max-length"]
+    argv += [str(max_length), "--state", f"{folder}/{state}", *greedy]
+    with contextlib.redirect_stdout(out):
+        status = main(argv + list(extra))
+    return status, out.getvalue()
+
+
+first = generate("The quick", 14, "two.npz", "--memory-length", "32")
+second = generate(" Pack", 9, "two.npz")  # the state's memory length
+whole = first[1][:-1] + " Pack"
+one = generate(whole, len(whole) + 4, "one.npz", "--memory-length", "32")
+print("RESULTS " + json.dumps([first, second, one]))
+"""
+
+
+@pytest.mark.slow
+def test_generate_state_continues_the_stream_across_commands(
+    tiny_run, tmp_path
+):
+    """`keras-txl generate --state FILE`, greedy: two calls give the text
+    and the state of one call on the whole text (the first call's output
+    and the second prompt), and the state file holds numbers and one text
+    only (read with `allow_pickle=False`)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _STREAM, tiny_run[1], str(tmp_path)],
+        env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (status, first), (status2, second), (status3, one) = json.loads(
+        result.stdout.rsplit("RESULTS ", 1)[-1]
+    )
+    assert (status, status2, status3) == (0, 0, 0)
+    assert len(first) == 14 + 1 and first.startswith("The quick")
+    assert len(second) == 9 + 1 and second.startswith(" Pack")
+    assert one == first[:-1] + second
+    states = {}
+    for name in ("two", "one"):
+        with np.load(tmp_path / f"{name}.npz", allow_pickle=False) as saved:
+            states[name] = {key: saved[key] for key in saved.files}
+        assert {a.dtype.kind for a in states[name].values()} == {"f", "i", "U"}
+        identity = json.loads(str(states[name].pop("identity")))
+        assert identity["run"] == os.path.abspath(tiny_run[1])
+        assert identity["memory_length"] == 32
+    # Every token of the stream: 14 + 9 (as many as `one` prints).
+    for state in states.values():
+        np.testing.assert_array_equal(state["valid_length"], [14 + 9])
+    assert states["two"]["memory"].shape == (1, 2, 32, 128)  # tiny's
+    np.testing.assert_allclose(
+        states["two"]["memory"], states["one"]["memory"], atol=1e-5
+    )

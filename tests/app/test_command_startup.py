@@ -114,8 +114,11 @@ def test_the_run_file_names_are_the_librarys():
         "TOKENIZER_FILE",
         "TOKENIZER_DIR",
         "CHECKPOINT_DIR",
+        "ASSETS_DIR",
     ):
         assert getattr(path_checks, name) == getattr(run_folder, name), name
+    weights = tuple(n for n in run_folder.PRESET_FILES if n.endswith(".h5"))
+    assert path_checks.WEIGHTS_FILES == weights
     tokenizers = {
         kind: data.make_tokenizer(kind, "some text")
         for kind in ("byte", "char")

@@ -173,6 +173,54 @@ def test_bad_arguments_say_what_to_fix(lm, kwargs, message):
         lm.score(_ids((1, 4)), **kwargs)
 
 
+@pytest.mark.torch_ok
+def test_a_text_scored_in_two_calls_equals_one_call(lm):
+    """A (2 segments of 5), then B (7: a shorter last segment) with A's
+    memory: the scores of [A; B] in one call, per token, and the memory
+    after B that of `call_with_memory` on the same segments."""
+    ids = _ids((2, 18), seed=5)
+    text, targets = ids[:, :-1], ids[:, 1:]
+    kwargs = dict(scoring_mode="loss", segment_length=5)
+    first, memory = lm.score(
+        text[:, :10], target_ids=targets[:, :10], return_memory=True, **kwargs
+    )
+    rest, memory = lm.score(
+        text[:, 10:],
+        target_ids=targets[:, 10:],
+        memory=memory,
+        return_memory=True,
+        **kwargs,
+    )
+    joined = to_numpy(lm.score(text, target_ids=targets, **kwargs))
+    assert joined.shape[:2] == (2, 17)
+    two = np.concatenate([to_numpy(first), to_numpy(rest)], axis=1)
+    np.testing.assert_allclose(two, joined, atol=1e-5, rtol=0)
+    expected = lm.backbone.initial_memory(2)
+    for start in (0, 5, 10, 15):
+        _, expected = lm.call_with_memory(text[:, start : start + 5], expected)
+    for key in ("memory", "valid_length"):
+        np.testing.assert_allclose(
+            to_numpy(memory[key]), to_numpy(expected[key]), atol=1e-5
+        )
+
+
+def test_a_memory_that_does_not_fit_a_score_says_what_to_pass(lm):
+    ids = _ids((2, 4))
+    memory = lm.backbone.initial_memory(2)
+    for kwargs, message in [
+        ({"memory": lm.backbone.initial_memory(3)}, "holds 3 rows.*2"),
+        ({"memory": {"memory": memory["memory"]}}, "keys"),
+        ({"memory": memory, "memory_length": 4}, r"\(4\).*\(6\)"),
+        ({"memory": memory, "memory_start": "zeros"}, "memory_start"),
+        (
+            {"return_memory": True, "padding_mask": ids > 100},
+            "one length",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            lm.score(ids, **kwargs)
+
+
 def test_the_compiled_steps_do_not_keep_the_model_alive():
     # `score` keeps its compiled step for the model (not on it): a model
     # scored and dropped is freed. In a fresh process: under pytest,
