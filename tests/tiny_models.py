@@ -22,6 +22,8 @@ needs it.
   LM, its weights drawn by numpy (`draw_normal_weights`), the same on
   every backend; `padded` and `prompts_of` make its prompts.
 - `random_ids`, `shakespeare_ids`: token ids.
+- `SegmentLengthsBackbone`: a backbone that records the length of the
+  segments it runs (`backbone_class=`), to count compilations.
 - `train_config(tmp_path, name, **fields)`: a `TrainConfig` of a tiny
   `keras-txl train` run on a 172-character text, no sample.
 - `PLAIN_LM`, `COMPRESSIVE_LM`, `EXPORT_LM`, `PAPER_BACKBONE`: the size
@@ -109,6 +111,22 @@ def tiny_backbone(seed=0, backbone_class=TransformerXLBackbone, **sizes):
     if seed is not None:
         keras.utils.set_random_seed(seed)
     return backbone_class(**backbone_config(**sizes))
+
+
+class SegmentLengthsBackbone(TransformerXLBackbone):
+    """A backbone that records the token length of every segment that
+    `call_with_intercept` runs, in `SEGMENT_LENGTHS`: inside a compiled
+    function (`score`'s step on JAX and TensorFlow) once per trace, so on
+    JAX once per compilation; eagerly (`call_with_memory` with
+    `pad_to_bucket`, torch) once per call. TensorFlow may relax a traced
+    length to None."""
+
+    def call_with_intercept(self, inputs, layer_intercept_fn=None):
+        SEGMENT_LENGTHS.append(inputs["token_ids"].shape[1])
+        return super().call_with_intercept(inputs, layer_intercept_fn)
+
+
+SEGMENT_LENGTHS = []
 
 
 def tiny_lm(

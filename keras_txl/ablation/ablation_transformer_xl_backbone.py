@@ -56,8 +56,10 @@ class AblationTransformerXLBackbone(TransformerXLBackbone):
     (2, 4, 16)
     """
 
-    # Generation runs the graph (the ablations' positions and memories).
+    # Generation runs the graph (the ablations' positions and memories),
+    # and segments run unpadded (their memories are written otherwise).
     generates_from_key_values = False
+    counts_tokens = False
     # Configs of `TransformerXLBackbone` with a mechanism taken away load
     # here (`utils/config_variants.py`).
     base_arguments = {

@@ -37,11 +37,18 @@ class MemoryCache(keras.layers.Layer):
             slots of each example in `memory`.
         new_states: tensor of shape `(batch, ..., T, dim)`: the hidden
             states of the segment just processed.
+        token_count: optional int tensor of shape `(batch,)`: how many of
+            the `T` states of each example, the first ones, are states of
+            tokens; the others (a segment padded at its end to a bucket
+            length) never enter the memory. `None` (default): all `T`.
+            The new memory of an example is then exactly the one of its
+            `token_count` states alone.
 
     Returns:
         A tuple `(new_memory, new_valid_length)` of shapes
         `(batch, ..., M, dim)` and `(batch,)`, where
-        `new_valid_length = min(valid_length + T, M)`.
+        `new_valid_length = min(valid_length + T, M)` (`token_count` for
+        `T` when given).
 
     Example:
 
@@ -62,7 +69,7 @@ class MemoryCache(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, memory, valid_length, new_states):
+    def call(self, memory, valid_length, new_states, token_count=None):
         memory_shape = tuple(memory.shape)
         states_shape = tuple(new_states.shape)
         if len(memory_shape) != len(states_shape) or (
@@ -84,24 +91,56 @@ class MemoryCache(keras.layers.Layer):
             old_length if self.memory_length is None else self.memory_length
         )
         joined = ops.concatenate([memory, new_states], axis=-2)
-        joined_length = old_length + segment_length
-        if self.memory_length is not None and (
-            isinstance(joined_length, int) and joined_length < target_length
-        ):
-            # Only a longer target than what is held: pad in front (those
-            # slots are invalid and masked by `valid_length`).
-            pad = [[0, 0]] * (len(memory_shape) - 2)
-            pad += [[target_length - joined_length, 0], [0, 0]]
-            joined = ops.pad(joined, pad)
-            joined_length = target_length
-        new_memory = joined[..., joined_length - target_length :, :]
+        if token_count is not None:
+            token_count = ops.cast(token_count, "int32")  # (batch,)
+            new_memory = self._last_counted(
+                joined, old_length, target_length, token_count
+            )
+            segment_length = token_count
+        else:
+            joined_length = old_length + segment_length
+            if self.memory_length is not None and (
+                isinstance(joined_length, int) and joined_length < target_length
+            ):
+                # Only a longer target than what is held: pad in front
+                # (those slots are invalid and masked by `valid_length`).
+                pad = [[0, 0]] * (len(memory_shape) - 2)
+                pad += [[target_length - joined_length, 0], [0, 0]]
+                joined = ops.pad(joined, pad)
+                joined_length = target_length
+            new_memory = joined[..., joined_length - target_length :, :]
         new_memory = ops.stop_gradient(new_memory)  # (batch, ..., M, dim)
         new_valid_length = ops.minimum(
             ops.cast(valid_length, "int32") + segment_length, target_length
         )  # (batch,)
         return new_memory, ops.stop_gradient(new_valid_length)
 
-    def compute_output_spec(self, memory, valid_length, new_states):
+    @staticmethod
+    def _last_counted(joined, old_length, target_length, token_count):
+        """The new memory of `call` with `token_count`: example `b`'s is
+        the last `target_length` slots of `joined[b]` cut after its
+        `old_length + token_count[b]` first ones, with zero slots in front
+        where fewer are held (as `call` pads): a gather, the same values
+        as the update of the unpadded segment."""
+        if isinstance(target_length, int) and target_length == 0:
+            return joined[..., :0, :]  # no slot: nothing to gather
+        rank = len(joined.shape)
+        # `target_length` zero slots in front: every index below is >= 0.
+        pad = [[0, 0]] * (rank - 2) + [[target_length, 0], [0, 0]]
+        joined = ops.pad(joined, pad)  # (batch, ..., M + M_in + T, dim)
+        # Example b keeps padded slots [end_b, end_b + M), where
+        # end_b = M_in + token_count[b] (its last state is at
+        # M + M_in + token_count[b] - 1).
+        end = old_length + token_count  # (batch,)
+        index = end[:, None] + ops.arange(target_length, dtype="int32")
+        index = ops.reshape(
+            index, (-1,) + (1,) * (rank - 3) + (target_length, 1)
+        )  # (batch, 1, ..., M, 1)
+        return ops.take_along_axis(joined, index, axis=-2)
+
+    def compute_output_spec(
+        self, memory, valid_length, new_states, token_count=None
+    ):
         shape = list(memory.shape)
         if self.memory_length is not None:
             shape[-2] = self.memory_length

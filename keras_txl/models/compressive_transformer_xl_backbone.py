@@ -58,8 +58,10 @@ class CompressiveTransformerXLBackbone(TransformerXLBackbone):
     [3, 3]
     """
 
-    # Generation runs the graph (a second memory).
+    # Generation runs the graph (a second memory), and segments run
+    # unpadded (the compressed memory is written from whole segments).
     generates_from_key_values = False
+    counts_tokens = False
     # Configs of `TransformerXLBackbone` with a compressed memory load here
     # (`utils/config_variants.py`).
     base_arguments = {

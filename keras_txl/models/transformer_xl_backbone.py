@@ -26,6 +26,7 @@ from keras_txl.utils.config_variants import drop_variant_arguments
 from keras_txl.utils.config_variants import saved_variant
 from keras_txl.utils.threefry_lowering import unroll_threefry_on_cpu
 from keras_txl.utils.token_data import check_token_ids
+from keras_txl.utils.token_data import pad_to_bucket as bucketed
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_memory_dtype
@@ -301,16 +302,30 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         x = self.token_embedding(token_ids)  # (batch, T, hidden)
         return x * ops.cast(math.sqrt(x.shape[-1]), x.dtype)
 
-    def call_with_intercept(self, inputs, layer_intercept_fn):
+    def call_with_intercept(self, inputs, layer_intercept_fn=None):
         """The outputs dict of the inputs dict, computed eagerly layer by
-        layer, each output replaced by `layer_intercept_fn(x, i)` (`i =
-        -1` for the scaled token embeddings, `i` for layer `i`'s output,
-        which goes on and into the memory), as keras-hub's
-        `score(layer_intercept_fn=...)`.
+        layer (or traced, inside a compiled function), each output
+        replaced by `layer_intercept_fn(x, i)` (`i = -1` for the scaled
+        token embeddings, `i` for layer `i`'s output, which goes on and
+        into the memory), as keras-hub's `score(layer_intercept_fn=...)`.
+
+        `inputs` may also hold `"token_count"`, int32 `(batch,)`: the
+        segment is padded at its end and only each row's first
+        `token_count` tokens are text. Their outputs are those of the
+        unpadded segment (the attention is causal: a token never sees
+        the ones after it) and only their states enter the next memory
+        (`MemoryCache`), so the outputs and the memory are those of the
+        unpadded rows; the outputs at the padded positions are to be
+        dropped. This is how `call_with_memory` and `score` run a piece
+        of any length at a few bucket lengths (`bucket_length`). The
+        functional graph (`call`, the SavedModel) takes no count. Only
+        backbones with `counts_tokens` (the paper's model) accept it.
 
         Args:
-            inputs: dict `{"token_ids", **memory}`, as `call`'s.
-            layer_intercept_fn: `fn(x, i)` returning `x`'s replacement.
+            inputs: dict `{"token_ids", **memory}`, as `call`'s, and
+                optionally `"token_count"`.
+            layer_intercept_fn: `fn(x, i)` returning `x`'s replacement,
+                or `None` (the identity).
 
         Returns:
             The outputs dict of `call`.
@@ -321,6 +336,16 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         """The outputs dict of the inputs dict: the functional graph, or
         eagerly through `call_with_intercept`."""
         intercept = layer_intercept_fn or (lambda x, unused_index: x)
+        # Only the valid tokens' states enter the memory (`MemoryCache`).
+        counted = {}
+        if inputs.get("token_count") is not None:
+            if not self.counts_tokens:
+                raise ValueError(
+                    f"{type(self).__name__} does not take `token_count` "
+                    "(padded segments): run each piece at its own length "
+                    "(`call_with_memory(..., pad_to_bucket=False)`)."
+                )
+            counted["token_count"] = inputs["token_count"]  # (batch,)
         memory = inputs["memory"]  # (batch, L, M, hidden)
         valid_length = inputs["valid_length"]  # (batch,)
         read_memory = self._read_memory(memory)  # (batch, L, M, hidden)
@@ -346,7 +371,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             layer_inputs.append(x)
         new_states = ops.stack(layer_inputs[:-1], axis=1)  # (b, L, T, hidden)
         new_memory, new_valid_length = self.memory_cache(
-            memory, valid_length, new_states
+            memory, valid_length, new_states, **counted
         )  # (batch, L, M, hidden), (batch,)
         return {
             "sequence_output": self.output_dropout(x),
@@ -400,6 +425,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     # attention (`TransformerXLCausalLM.generate_step` reads it); the
     # variants generate through their graph and set it to False.
     generates_from_key_values = True
+    # Whether `call_with_intercept` takes a `"token_count"` (segments
+    # padded to a bucket length: `call_with_memory`, `score`); the
+    # variants, whose memories are written otherwise, do not.
+    counts_tokens = True
 
     # === The explicit memory ===
 
@@ -454,14 +483,29 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         (`MemorySpec.check`)."""
         self.memory_spec.check(memory, batch_size)
 
-    def call_with_memory(self, token_ids, memory=None, training=False):
+    def call_with_memory(
+        self, token_ids, memory=None, training=False, pad_to_bucket=None
+    ):
         """Runs one segment and returns its output and the next memory.
+
+        A piece of a new length `T` costs a compilation of every
+        operation on JAX (about 2 s for a tiny model on a shared CPU;
+        TensorFlow and torch run eagerly and compile nothing). With
+        `pad_to_bucket`, the piece runs padded at its end to
+        `bucket_length(T)` (the next power of two, at least 8: pieces of
+        1 to `N` tokens compile at most `ceil(log2(N)) - 2` times), with
+        the same outputs and the same next memory as unpadded (only the
+        `T` tokens' states enter it; see `call_with_intercept`).
 
         Args:
             token_ids: int tensor `(batch, T)`.
             memory: dict from `initial_memory()` or the previous call;
                 `None` starts empty, at the default length.
             training: bool. Dropout is active only when True.
+            pad_to_bucket: bool or `None`. Pad the piece to its bucket
+                length; `None` (default) pads on JAX when not training
+                (for a backbone with `counts_tokens`). True needs
+                `training=False`.
 
         Returns:
             A tuple `(sequence_output, new_memory)`.
@@ -471,14 +515,35 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         if memory is None:
             memory = self.initial_memory(batch_size)
         self.check_memory(memory, batch_size)
-        outputs = self(
-            {
-                "token_ids": ops.cast(token_ids, "int32"),
-                **self.memory_spec.cast(memory),
-            },
-            training=training,
-        )
-        return outputs["sequence_output"], self.memory_spec.select(outputs)
+        inputs = {
+            "token_ids": ops.cast(token_ids, "int32"),
+            **self.memory_spec.cast(memory),
+        }
+        if self._pads_to_bucket(pad_to_bucket, training):
+            length = token_ids.shape[1]
+            inputs["token_ids"], inputs["token_count"] = bucketed(token_ids)
+            outputs = self.call_with_intercept(inputs)
+            sequence_output = outputs["sequence_output"][:, :length]
+        else:
+            outputs = self(inputs, training=training)
+            sequence_output = outputs["sequence_output"]
+        return sequence_output, self.memory_spec.select(outputs)
+
+    def _pads_to_bucket(self, pad_to_bucket, training):
+        """Whether `call_with_memory` pads its piece (see there)."""
+        if pad_to_bucket is None:
+            return (
+                keras.config.backend() == "jax"
+                and not training
+                and self.counts_tokens
+            )
+        pad_to_bucket = check_bool("pad_to_bucket", pad_to_bucket)
+        if pad_to_bucket and training:
+            raise ValueError(
+                "`pad_to_bucket=True` runs a padded piece in inference; "
+                "with `training=True` pass `pad_to_bucket=False` (or None)."
+            )
+        return pad_to_bucket
 
     # === Sharding, LoRA, quantization ===
 

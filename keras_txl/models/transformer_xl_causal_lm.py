@@ -424,14 +424,26 @@ class TransformerXLCausalLM(
             loss = ops.where(ok, loss, float("nan"))
         return loss
 
-    def call_with_memory(self, token_ids, memory=None, training=False):
+    def call_with_memory(
+        self, token_ids, memory=None, training=False, pad_to_bucket=None
+    ):
         """Runs one segment with an explicit memory.
+
+        Pieces of any length: on JAX a piece of a new length would
+        compile every operation again, so by default (`pad_to_bucket=
+        None`, inference) the piece runs padded at its end to
+        `bucket_length(T)`, the next power of two (at least 8), with the
+        same logits and next memory as unpadded: pieces of 1 to `N`
+        tokens compile at most `max(1, ceil(log2(N)) - 2)` times
+        (`backbone.call_with_memory`).
 
         Args:
             token_ids: int tensor `(batch, T)`.
             memory: the memory dict from `backbone.initial_memory()` or the
                 previous call; `None` starts empty.
             training: bool. Dropout is active only when True.
+            pad_to_bucket: bool or `None`: pad the piece to its bucket
+                length (`None`: on JAX, when not training).
 
         Returns:
             `(logits, new_memory)`: float32 `(batch, T, vocab)` and the
@@ -441,6 +453,11 @@ class TransformerXLCausalLM(
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.backbone.initial_memory(batch_size)
+        if self.backbone._pads_to_bucket(pad_to_bucket, training):
+            hidden_states, memory = self.backbone.call_with_memory(
+                token_ids, memory, pad_to_bucket=True
+            )  # (batch, T, hidden)
+            return self.compute_logits(hidden_states), memory
         self.backbone.check_memory(memory, batch_size)
         spec = self.backbone.memory_spec
         outputs = self(
@@ -461,6 +478,7 @@ class TransformerXLCausalLM(
         memory_start="empty",
         memory=None,
         return_memory=False,
+        pad_to_bucket=True,
     ):
         """Per-token scores of a text of any length, as keras-hub's causal
         LMs' `score()`, read in segments with the memory carried (the
@@ -496,9 +514,17 @@ class TransformerXLCausalLM(
                 `call_with_memory` or `backbone.initial_memory` return);
                 its slots are the memory length.
             return_memory: bool. Also return the memory after the text
-                (rows of one length: no `padding_mask` with padding). The
-                last segment then runs at its own length (a compilation
-                more for a length not seen before).
+                (rows of one length: no `padding_mask` with padding).
+            pad_to_bucket: bool. True (default): a segment shorter than
+                `segment_length` (a short text, the last segment) runs
+                padded at its end to `bucket_length(n, segment_length)`
+                (a power of two, at least 8, at most `segment_length`),
+                with the same scores and memory as unpadded: texts of any
+                length compile at most `max(1, ceil(log2(S)) - 2)` steps
+                for `S = segment_length` (per batch size and memory
+                length), where each new length would compile one (about
+                2 to 5 s on a shared CPU, JAX and TensorFlow). False
+                runs every segment at its own length.
 
         Returns:
             The scores: `(batch, N, vocab)` or `(batch, N)`; with
@@ -544,6 +570,7 @@ class TransformerXLCausalLM(
             memory_start=memory_start,
             memory=memory,
             return_memory=return_memory,
+            pad_to_bucket=pad_to_bucket,
         )
 
     def compile(

@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 from keras import ops
 
+from keras_txl.utils.token_data import bucket_length
 from keras_txl.utils.token_data import check_right_padded
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_bool
@@ -38,6 +39,7 @@ def score(
     memory=None,
     return_memory=False,
     progress=None,
+    pad_to_bucket=True,
 ):
     """Per-token scores of `token_ids`: `TransformerXLCausalLM.score`.
 
@@ -90,6 +92,7 @@ def score(
         segment_length = DEFAULT_SEGMENT_LENGTH
     memory_start = check_memory_start(memory_start)
     return_memory = check_bool("return_memory", return_memory)
+    pad_to_bucket = check_bool("pad_to_bucket", pad_to_bucket)
     batch_size, length = shape
     if memory is None:
         if memory_length is None:
@@ -115,17 +118,21 @@ def score(
         end = min(start + segment_length, length)
         segment = ids[:, start:end]
         segment_targets = None if targets is None else targets[:, start:end]
-        pad = 0 if eager or start == 0 else start + segment_length - end
-        if pad and not return_memory:
-            # The last, shorter segment padded at its end (which changes
-            # none of its scores): no second compilation for its length.
-            # (Its padding would enter the memory: a returned memory
-            # costs that compilation.)
+        pad = 0
+        if pad_to_bucket and not eager:
+            pad = _padding(backbone, start, end, segment_length)
+        if pad and (backbone.counts_tokens or not return_memory):
+            # A shorter segment padded at its end to its bucket length,
+            # which changes none of its scores and, with its token count,
+            # not the memory: a few compilations for pieces of any length.
+            # (A backbone that does not count tokens would keep the
+            # padding in a returned memory: it runs unpadded then.)
             segment = np.pad(segment, [(0, 0), (0, pad)])
             if segment_targets is not None:
                 segment_targets = np.pad(segment_targets, [(0, 0), (0, pad)])
+        token_count = np.full((batch_size,), end - start, "int32")
         segment_scores, memory = step(
-            segment, segment_targets, memory
+            segment, segment_targets, memory, token_count
         )  # (batch, T, vocab) or (batch, T)
         if eager:
             scores.append(segment_scores)
@@ -182,6 +189,17 @@ def _check_full_rows(padding_mask):
         )
 
 
+def _padding(backbone, start, end, segment_length):
+    """How many ids pad the segment `[start, end)` of a compiled step:
+    to `bucket_length(end - start, segment_length)` for a backbone that
+    `counts_tokens` (exact, memory included); for the others, only a
+    last segment after a first, to `segment_length` (its scores are
+    exact, not the memory it leaves)."""
+    if backbone.counts_tokens:
+        return bucket_length(end - start, segment_length) - (end - start)
+    return 0 if start == 0 else start + segment_length - end
+
+
 def _host(x):
     return np.asarray(ops.convert_to_numpy(x))
 
@@ -201,7 +219,7 @@ def _intercepted_step(lm, layer_intercept_fn, loss):
     """One segment, eagerly, layer by layer (`layer_intercept_fn`)."""
     backbone = lm.backbone
 
-    def step(token_ids, targets, memory):
+    def step(token_ids, targets, memory, unused_count):
         inputs = {"token_ids": ops.cast(token_ids, "int32"), **memory}
         outputs = backbone.call_with_intercept(inputs, layer_intercept_fn)
         logits = lm.compute_logits(outputs["sequence_output"])
@@ -237,12 +255,19 @@ def _make_compiled_step(lm, loss):
 
     model = weakref.ref(lm)
 
-    def step(token_ids, targets, memory):
+    def step(token_ids, targets, memory, token_count):
         lm = model()
         inputs = {"token_ids": ops.cast(token_ids, "int32"), **memory}
-        outputs = lm(inputs, training=False)
+        if lm.backbone.counts_tokens:
+            # Only the first `token_count` tokens enter the memory.
+            inputs["token_count"] = token_count  # (batch,)
+            outputs = lm.backbone.call_with_intercept(inputs)
+            logits = lm.compute_logits(outputs["sequence_output"])
+        else:
+            outputs = lm(inputs, training=False)
+            logits = outputs["logits"]
         memory = lm.backbone.memory_spec.select(outputs)
-        scores = _segment_scores(lm, outputs["logits"], targets, loss)
+        scores = _segment_scores(lm, logits, targets, loss)
         return scores, memory
 
     backend = keras.config.backend()
@@ -256,14 +281,16 @@ def _make_compiled_step(lm, loss):
             )
 
         @jax.jit
-        def stateless_step(values, token_ids, targets, memory):
+        def stateless_step(values, token_ids, targets, memory, token_count):
             mapping = zip(variables(), values)
             with keras.StatelessScope(state_mapping=mapping):
-                return step(token_ids, targets, memory)
+                return step(token_ids, targets, memory, token_count)
 
-        def run(token_ids, targets, memory):
+        def run(token_ids, targets, memory, token_count):
             values = [variable.value for variable in variables()]
-            return stateless_step(values, token_ids, targets, memory)
+            return stateless_step(
+                values, token_ids, targets, memory, token_count
+            )
 
         return run
     if backend == "tensorflow":
@@ -274,9 +301,9 @@ def _make_compiled_step(lm, loss):
     if backend == "torch":
         import torch
 
-        def run(token_ids, targets, memory):
+        def run(token_ids, targets, memory, token_count):
             with torch.no_grad():
-                return step(token_ids, targets, memory)
+                return step(token_ids, targets, memory, token_count)
 
         return run
     return step

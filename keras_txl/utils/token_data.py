@@ -176,3 +176,44 @@ def check_right_padded(padding_mask, shape, item="text"):
             f"(right padding). Row {int(rows[0])} has padding before "
             f"tokens: move each {item} to the start of its row."
         )
+
+
+# The shortest bucket: shorter pieces are padded to it.
+MIN_BUCKET_LENGTH = 8
+
+
+def bucket_length(length, maximum=None):
+    """The length a piece of `length` tokens is padded to, so that pieces
+    of any length compile a few functions only: the smallest power of two
+    >= `length`, at least `MIN_BUCKET_LENGTH` (8), and at most `maximum`
+    (a segment length) when `length <= maximum`.
+
+    Pieces of 1 to `N` tokens fall in at most `max(1, ceil(log2(N)) - 2)`
+    buckets (8, 16, ..., `2**ceil(log2(N))`; with `maximum=S`, 8, 16, ...
+    below `S`, and `S`), and a piece is padded to less than twice its
+    length (or to 8).
+
+    Example:
+
+    >>> [bucket_length(n) for n in (1, 8, 9, 33, 100)]
+    [8, 8, 16, 64, 128]
+    >>> [bucket_length(n, maximum=100) for n in (33, 65, 100)]
+    [64, 100, 100]
+    """
+    bucket = max(MIN_BUCKET_LENGTH, 1 << (int(length) - 1).bit_length())
+    if maximum is not None and length <= maximum:
+        bucket = min(bucket, int(maximum))
+    return bucket
+
+
+def pad_to_bucket(token_ids, maximum=None):
+    """`(padded, token_count)`: int32 `token_ids` `(batch, T)` padded at
+    their end with id 0 to `bucket_length(T, maximum)`, and the int32
+    `(batch,)` count of tokens of each row, `T` (a backbone's
+    `"token_count"` input)."""
+    batch_size, length = tuple(token_ids.shape)
+    pad = bucket_length(length, maximum) - length
+    token_ids = ops.cast(token_ids, "int32")  # (batch, T)
+    if pad:
+        token_ids = ops.pad(token_ids, [[0, 0], [0, pad]])  # (batch, bucket)
+    return token_ids, ops.full((batch_size,), length, dtype="int32")

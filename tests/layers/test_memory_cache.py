@@ -71,6 +71,28 @@ def test_gradient_is_stopped():
         np.testing.assert_array_equal(g, 0.0)
 
 
+@pytest.mark.torch_ok
+@pytest.mark.parametrize("memory_length", [None, 0, 3, 9])
+def test_token_count_appends_only_each_rows_tokens(memory_length):
+    # A segment padded at its end: each row's new memory is the one of
+    # its first `token_count` states alone, slot for slot (a gather).
+    cache = MemoryCache(memory_length=memory_length)
+    rng = np.random.default_rng(0)
+    memory = rng.normal(size=(3, 2, 4, 5)).astype("float32")
+    valid = np.array([0, 2, 4], "int32")
+    states = rng.normal(size=(3, 2, 6, 5)).astype("float32")
+    counts = np.array([6, 1, 3], "int32")
+    new, new_valid = cache(memory, valid, states, token_count=counts)
+    for row, count in enumerate(counts):
+        one, one_valid = cache(
+            memory[row : row + 1],
+            valid[row : row + 1],
+            states[row : row + 1, :, :count],
+        )
+        np.testing.assert_array_equal(to_numpy(new)[row], to_numpy(one)[0])
+        assert to_numpy(new_valid)[row] == to_numpy(one_valid)[0]
+
+
 def test_mismatched_width_is_refused():
     with pytest.raises(ValueError, match="last dimension"):
         MemoryCache()(

@@ -11,7 +11,10 @@ from tests.test_case import dtype_name
 from tests.test_case import gradients
 from tests.test_case import to_numpy
 from tests.test_case import variable_gradients
+from tests.tiny_models import COMPRESSIVE_LM
 from tests.tiny_models import PLAIN_LM
+from tests.tiny_models import SEGMENT_LENGTHS
+from tests.tiny_models import SegmentLengthsBackbone
 from tests.tiny_models import tiny_lm
 
 _lm = functools.partial(tiny_lm, **PLAIN_LM)
@@ -218,6 +221,45 @@ def test_carried_memory_matches_explicit_memory():
     fresh = lm(segments[0])
     first, _ = lm.call_with_memory(segments[0])
     np.testing.assert_allclose(to_numpy(fresh), to_numpy(first), atol=1e-5)
+
+
+@pytest.mark.torch_ok
+def test_pieces_padded_to_buckets_give_the_same_logits_and_memory():
+    # A stream of pieces of 5, 3 and 7 tokens: padded at their end to 8
+    # tokens (`pad_to_bucket=True`, the default on JAX), the logits and
+    # every next memory (4 slots, full after the first piece) are those
+    # of the unpadded pieces.
+    lm = tiny_lm(backbone_class=SegmentLengthsBackbone, **PLAIN_LM)
+    rng = np.random.default_rng(5)
+    pieces = [rng.integers(0, 20, (2, n)) for n in (5, 3, 7)]
+    SEGMENT_LENGTHS.clear()
+    padded = unpadded = None
+    for tokens in pieces:
+        logits, padded = lm.call_with_memory(tokens, padded, pad_to_bucket=True)
+        expected, unpadded = lm.call_with_memory(
+            tokens, unpadded, pad_to_bucket=False
+        )
+        assert logits.shape == expected.shape
+        pairs = [(logits, expected)]
+        pairs += [(padded[key], unpadded[key]) for key in unpadded]
+        for got, want in pairs:
+            np.testing.assert_allclose(
+                to_numpy(got), to_numpy(want), rtol=1e-6, atol=1e-6
+            )
+    # The padded pieces run at one length (each length a compilation of
+    # every operation on JAX); the unpadded ones through `call`.
+    assert SEGMENT_LENGTHS == [8, 8, 8]
+
+
+@pytest.mark.torch_ok
+def test_pad_to_bucket_is_refused_where_it_cannot_be_exact():
+    tokens = np.zeros((1, 4), "int32")
+    with pytest.raises(ValueError, match="pad_to_bucket=False"):
+        _lm().call_with_memory(tokens, training=True, pad_to_bucket=True)
+    # The compressive memory is written from whole segments.
+    compressive = tiny_lm(**COMPRESSIVE_LM)
+    with pytest.raises(ValueError, match="pad_to_bucket=False"):
+        compressive.call_with_memory(tokens, pad_to_bucket=True)
 
 
 def test_carried_memory_refuses_another_batch_size():

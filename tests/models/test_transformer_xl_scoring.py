@@ -8,6 +8,8 @@ from keras import ops
 
 from keras_txl.training.evaluation import evaluate_segments
 from tests.test_case import to_numpy
+from tests.tiny_models import SEGMENT_LENGTHS
+from tests.tiny_models import SegmentLengthsBackbone
 from tests.tiny_models import tiny_lm
 
 VOCABULARY_SIZE = 30
@@ -156,6 +158,50 @@ def test_right_padding_changes_no_score_before_it(lm):
     scores = to_numpy(lm.score(padded, padding_mask=mask, segment_length=4))
     np.testing.assert_allclose(scores[1, :6], expected[1, :6], atol=1e-5)
     np.testing.assert_allclose(scores[0], expected[0], atol=1e-5)
+
+
+@pytest.mark.torch_ok
+def test_texts_of_any_length_compile_one_step_per_bucket():
+    # Segments of 16: texts of 1, 9 and 23 tokens give segments of 1, 9,
+    # 16 and 7 tokens, run padded at their end to the buckets 8 and 16
+    # (`bucket_length`), with the scores of the unpadded segments.
+    lm = tiny_lm(
+        backbone_class=SegmentLengthsBackbone,
+        vocabulary_size=VOCABULARY_SIZE,
+        memory_length=6,
+        initializer_range=0.3,
+    )
+    texts = [_ids((2, n + 1), seed=n) for n in (1, 9, 23)]
+    runs = {}
+    for pad in (True, False):
+        SEGMENT_LENGTHS.clear()
+        runs[pad] = [
+            to_numpy(
+                lm.score(
+                    ids[:, :-1],
+                    scoring_mode="loss",
+                    target_ids=ids[:, 1:],
+                    segment_length=16,
+                    pad_to_bucket=pad,
+                )
+            )
+            for ids in texts
+        ]
+        runs[pad, "lengths"] = list(SEGMENT_LENGTHS)
+    for padded, unpadded in zip(runs[True], runs[False]):
+        assert padded.shape == unpadded.shape
+        np.testing.assert_allclose(padded, unpadded, rtol=1e-6, atol=1e-6)
+    padded, unpadded = runs[True, "lengths"], runs[False, "lengths"]
+    if keras.config.backend() == "jax":
+        # One compilation per bucket: max(1, ceil(log2(16)) - 2) = 2.
+        # Without buckets, one per other length (8 and 16 are compiled).
+        assert sorted(padded) == [8, 16]
+        assert sorted(unpadded) == [1, 7, 9]
+    elif keras.config.backend() == "torch":  # a record per segment run
+        assert set(padded) == {8, 16}
+        assert set(unpadded) == {1, 7, 9, 16}
+    # TensorFlow relaxes the traced lengths to None (`reduce_retracing`)
+    # while XLA still compiles per length: nothing to count in Python.
 
 
 @pytest.mark.parametrize(
