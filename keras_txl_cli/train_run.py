@@ -12,7 +12,9 @@ import contextlib
 import dataclasses
 import math
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
@@ -79,10 +81,14 @@ def eval_memory_lengths(config):
     return sorted(lengths)
 
 
-def _prepare_output(config):
+def _prepare_output(config, writes=True):
     """The `AtomicFolder` a run writes: `--output` itself when resumed,
     else a temporary folder beside it that the first checkpoint puts in
-    place (`--overwrite`: the old run stays whole until then)."""
+    place (`--overwrite`: the old run stays whole until then).
+
+    A process that does not write the run (`writes=False`: not the chief
+    of several) checks the same, then gets a temporary folder of its own
+    (`_worker_folder`)."""
     output = config.output
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output '{output}' is a file, not a folder.")
@@ -93,6 +99,8 @@ def _prepare_output(config):
                 f"Nothing to resume in '{output}': it holds no checkpoint. "
                 "Start the run without --resume."
             )
+        if not writes:
+            return _worker_folder()
         return AtomicFolder(output, in_place=True)
     if os.path.isdir(output):
         has_model = run_folder.has_model(output)
@@ -125,7 +133,32 @@ def _prepare_output(config):
             f"'{output}', which a new run replaces whole: pick a folder "
             "beside it."
         )
-    return AtomicFolder(output)
+    return AtomicFolder(output) if writes else _worker_folder()
+
+
+def _worker_folder():
+    """The folder of a process that computes with the chief but does not
+    write the run: TensorFlow's multi-worker convention (tf.keras's
+    `ModelCheckpoint` and `BackupAndRestore`, the guide "Multi-worker
+    training with Keras"): the other workers write what the chief writes
+    to a temporary folder of their own, deleted after the run
+    (`_release`), and never touch `--output`."""
+    return AtomicFolder(
+        tempfile.mkdtemp(prefix="keras-txl-worker-"), in_place=True
+    )
+
+
+def _writes(strategy):
+    """Whether this process writes the run's folder (one process of a
+    multi-process run: the chief)."""
+    return strategy is None or strategy.is_chief
+
+
+def _release(folder, strategy):
+    """Deletes a worker's temporary folder (`_worker_folder`); the
+    chief's stays."""
+    if not _writes(strategy):
+        shutil.rmtree(folder.path, ignore_errors=True)
 
 
 def make_run_strategy(config):
@@ -186,6 +219,7 @@ def fit_language_model(config, callbacks=(), log=print):
         return _fit(config, strategy, folder, callbacks, log)
     except BaseException:
         folder.discard()  # nothing of a run without a checkpoint stays
+        _release(folder, strategy)
         raise
 
 
@@ -214,7 +248,8 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         with _scope(strategy):
             state = TrainingCheckpoint.restore(
                 lm,
-                folder.join(run_folder.CHECKPOINT_DIR),
+                # Every process reads the chief's checkpoint.
+                os.path.join(config.output, run_folder.CHECKPOINT_DIR),
                 config.batch_size,
                 strategy,
             )
@@ -229,11 +264,11 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         losses=losses,
     )
     logging, validation = _logging_callbacks(
-        config, folder, history, run_data.valid, start_step, log
+        config, folder, history, run_data.valid, start_step, log, strategy
     )
     train_seconds = 0.0
     guard = NanGuard(verbose=False)
-    stop = StopOnSignal()
+    stop = StopOnSignal(strategy)
 
     def put_in_place(checkpoint):
         # The first checkpoint puts a new run's folder in place, and the
@@ -252,7 +287,7 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
     if start_step < config.steps:
         per_epoch = min(config.steps_per_epoch, config.steps)
         fit_started = time.perf_counter()
-        with _scope(strategy):
+        with _scope(strategy), _peer_lost_error(strategy, config):
             lm.fit(
                 run_data.train.repeat().skip(start_step),
                 steps_per_epoch=per_epoch,
@@ -305,7 +340,42 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         "finished": finished,
         "validation": [] if validation is None else validation.results,
         "folder": folder,
+        "writes": _writes(strategy),
     }
+
+
+@contextlib.contextmanager
+def _peer_lost_error(strategy, config):
+    """Turns the error of a collective whose peer is gone (a process of
+    the run killed, its host lost) into a `ConnectionError` that says so
+    and how to resume. TensorFlow fails the collective when the peer's
+    connection closes, or after the strategy's collective timeout
+    (`make_strategy`)."""
+    if strategy is None or strategy.num_processes == 1:
+        yield
+        return
+    try:
+        yield
+    except Exception as error:
+        import tensorflow as tf
+
+        lost = (
+            tf.errors.UnavailableError,
+            tf.errors.DeadlineExceededError,
+            tf.errors.CancelledError,
+            tf.errors.AbortedError,
+        )
+        if keras.backend.backend() != "tensorflow" or not isinstance(
+            error, lost
+        ):
+            raise
+        first = str(error).strip().splitlines()[0][:200]
+        raise ConnectionError(
+            f"a peer process of the run was lost ({type(error).__name__}: "
+            f"{first}). Restart every process of the run with the same "
+            f"command and --output {config.output} --resume: it continues "
+            "from the last checkpoint."
+        ) from None
 
 
 def _resolve_run(config):
@@ -315,17 +385,15 @@ def _resolve_run(config):
     writes (`_prepare_output`)."""
     config.check_run_flags()
     if config.resume:
-        folder = _prepare_output(config)
+        _prepare_output(config)  # checks that there is a checkpoint
         saved = TrainingCheckpoint.read_state(
-            folder.join(run_folder.CHECKPOINT_DIR)
+            os.path.join(config.output, run_folder.CHECKPOINT_DIR)
         )
         config = config.merged_for_resume(saved["config"]).resolved()
-        strategy = make_run_strategy(config)
     else:
         config = config.resolved()
-        strategy = make_run_strategy(config)
-        folder = _prepare_output(config)
-    return config, strategy, folder
+    strategy = make_run_strategy(config)
+    return config, strategy, _prepare_output(config, _writes(strategy))
 
 
 @dataclasses.dataclass
@@ -352,7 +420,8 @@ class _RunData:
         loading = time.perf_counter()
         corpus = load_corpus(
             config,
-            artifacts.load_tokenizer(folder.path) if config.resume else None,
+            # (Every process reads the chief's.)
+            artifacts.load_tokenizer(config.output) if config.resume else None,
             log,
         )
         if not config.resume:
@@ -450,10 +519,13 @@ def _compiled_model(config, strategy, run_data, log):
     return lm, run_config
 
 
-def _logging_callbacks(config, folder, history, valid_data, start, log):
+def _logging_callbacks(
+    config, folder, history, valid_data, start, log, strategy=None
+):
     """`(callbacks, validation)`: the step CSV (a resumed run keeps its
     rows up to `start`, the checkpoint's step), validation every
-    `--validate-every` steps (`validation`, else None) and TensorBoard."""
+    `--validate-every` steps (`validation`, else None) and TensorBoard
+    (the chief's only, as TensorFlow's `should_save_summary`)."""
     logging = [
         StepCSVLogger(
             folder.join(run_folder.STEPS_CSV),
@@ -473,7 +545,7 @@ def _logging_callbacks(config, folder, history, valid_data, start, log):
             log=log,
         )
         logging.insert(0, validation)
-    if config.tensorboard:
+    if config.tensorboard and _writes(strategy):
         logging.append(
             keras.callbacks.TensorBoard(config.tensorboard, update_freq=1)
         )
@@ -552,6 +624,17 @@ def train(config, callbacks=(), log=print):
     """
     started = time.perf_counter()
     run = fit_language_model(config, callbacks, log)
+    try:
+        return _evaluate_and_save(run, started, log)
+    finally:
+        if not run["writes"]:
+            shutil.rmtree(run["folder"].path, ignore_errors=True)
+
+
+def _evaluate_and_save(run, started, log):
+    """The half of `train` after `fit`: validation, the saved model, its
+    pictures, the sample and the metrics (in a worker's temporary folder
+    on a process that is not the chief)."""
     history = run["history"]
     if not run["finished"]:
         return {"steps": history.step, "train_loss": history.losses}
@@ -638,7 +721,9 @@ def train(config, callbacks=(), log=print):
         "sample": sample,
         "config": run_config,
     }
-    artifacts.write_metrics(metrics, output, config.metrics_json)
+    artifacts.write_metrics(
+        metrics, output, config.metrics_json if run["writes"] else None
+    )
     log(
         f"Saved the model and its tokenizer as a keras-hub preset in "
         f"{config.output} (TransformerXLCausalLM.from_preset("

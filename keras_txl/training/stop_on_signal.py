@@ -18,6 +18,17 @@ class StopOnSignal(keras.callbacks.Callback):
     The previous handlers are back after `fit`. Outside the main thread
     (where Python cannot set handlers) it does nothing.
 
+    On several processes (a `strategy` whose `num_processes` is more
+    than 1) the processes agree at every step boundary
+    (`strategy.agreed_signal`, one small collective): a signal received
+    by any one of them stops every one after the same step, so that
+    they all save that step's checkpoint together (a preemption notice
+    reaches one host of a pod slice or cluster, not all of them).
+
+    Args:
+        strategy: optional `keras_txl.distribute.ReplicaStrategy` the
+            model trains under.
+
     Attributes:
         signal: the number of the signal received, or `None`.
         signal_name: its name (`"SIGINT"`), or `None`.
@@ -32,8 +43,9 @@ class StopOnSignal(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self):
+    def __init__(self, strategy=None):
         super().__init__()
+        self.strategy = strategy
         self.signal = None
         self._previous = {}
 
@@ -60,6 +72,10 @@ class StopOnSignal(keras.callbacks.Callback):
             self._previous[number] = signal.signal(number, self._record)
 
     def on_train_batch_end(self, batch, logs=None):
+        if self.strategy is not None and self.strategy.num_processes > 1:
+            # The largest signal number of any process (SIGTERM's 15 over
+            # SIGINT's 2), 0 for none: the same on all of them.
+            self.signal = self.strategy.agreed_signal(self.signal) or None
         if self.signal is not None:
             self.model.stop_training = True
 

@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+import tempfile
 import uuid
 import zipfile
 
@@ -80,35 +81,59 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         weight or optimizer variable is not finite. Returns whether it
         wrote it."""
         if not _all_finite(self.model):
+            # (Every process finds the same: the weights are mirrored.)
             self.skipped_step = self.history.step
             return False
-        os.makedirs(self.directory, exist_ok=True)
-        # New files under new names; `state.json`, which names them, is
-        # replaced last: at every moment it names complete files.
-        tag = f"{self.history.step:08d}-{uuid.uuid4().hex[:8]}"
-        names = {"weights": f"state-{tag}.weights.h5"}
         model = self.model
         optimizer = getattr(model, "optimizer", None)
         if optimizer is not None and not optimizer.built:
             # Before the first step: its fresh state, so that the file
             # holds what `restore` checks it against (weights + optimizer).
+            # (On every process: creating variables may be a collective.)
             optimizer.build(model.trainable_variables)
+        # Every process gathers the memory (a collective on several) and
+        # saves (Keras's saving may read variables through collectives),
+        # the chief into the checkpoint, the others into a temporary
+        # folder they delete (TensorFlow's multi-worker convention); the
+        # others then wait until the chief has written.
+        arrays = self._memory_arrays()
+        if self.strategy is None or self.strategy.is_chief:
+            self._write(arrays, self.directory)
+        else:
+            scratch = tempfile.mkdtemp(prefix="keras-txl-worker-")
+            try:
+                self._write(arrays, scratch)
+            finally:
+                _remove(scratch)
+        if self.strategy is not None:
+            self.strategy.agreed_signal(0)  # the workers wait here
+        self.saved_step = self.history.step
+        if self.on_save is not None:
+            self.on_save(self)
+        return True
+
+    def _memory_arrays(self):
+        """Every row's memory, as numpy (`None` before the first call)."""
+        state = self.model.memory_state
+        if not state.has_state:
+            return None
+        if self.strategy is not None:
+            return self.strategy.global_memory(self.model)
+        return state.memory_spec.flatten(state.read())
+
+    def _write(self, arrays, directory):
+        """Writes the files of a checkpoint into `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        # New files under new names; `state.json`, which names them, is
+        # replaced last: at every moment it names complete files.
+        tag = f"{self.history.step:08d}-{uuid.uuid4().hex[:8]}"
+        names = {"weights": f"state-{tag}.weights.h5"}
+        model = self.model
         # (Names no `state.json` holds yet: written in place.)
-        model.save_weights(os.path.join(self.directory, names["weights"]))
-        state = model.memory_state
-        spec = state.memory_spec  # every tensor of the memory, by name
-        arrays = None
-        if state.has_state and self.strategy is not None:
-            replicas = self.strategy.replica_memory(model)
-            arrays = {
-                key: np.concatenate([r[key] for r in replicas])
-                for key in spec.keys
-            }
-        elif state.has_state:
-            arrays = spec.flatten(state.read())
+        model.save_weights(os.path.join(directory, names["weights"]))
         if arrays is not None:
             names["memory"] = f"memory-{tag}.npz"
-            _save_npz(os.path.join(self.directory, names["memory"]), arrays)
+            _save_npz(os.path.join(directory, names["memory"]), arrays)
         text = json.dumps(
             {
                 "step": self.history.step,
@@ -124,16 +149,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             }
         )
         _write_atomically(
-            os.path.join(self.directory, STATE_FILE),
+            os.path.join(directory, STATE_FILE),
             lambda path: _write_text(path, text),
         )
-        for name in os.listdir(self.directory):
+        for name in os.listdir(directory):
             if name != STATE_FILE and name not in names.values():
-                _remove(os.path.join(self.directory, name))
-        self.saved_step = self.history.step
-        if self.on_save is not None:
-            self.on_save(self)
-        return True
+                _remove(os.path.join(directory, name))
 
     @staticmethod
     def read_state(directory):
