@@ -574,7 +574,13 @@ def train(config, callbacks=(), log=print):
         callback stopped the run early.
     """
     started = time.perf_counter()
-    run = fit_language_model(config, callbacks, log)
+    resume = (
+        "Start every process again with `keras-txl train --output "
+        f"{config.output} --resume`: the run continues from its last "
+        "checkpoint."
+    )
+    with processes.peer_errors(resume):
+        run = fit_language_model(config, callbacks, log)
     history = run["history"]
     if not run["finished"]:
         return {"steps": history.step, "train_loss": history.losses}

@@ -13,6 +13,8 @@ have another number of processes or devices (elastic resume).
 `TrainingCheckpoint` calls these; with one process nothing here runs.
 """
 
+import contextlib
+
 import numpy as np
 
 from keras_txl.utils.missing_extra_error import import_extra
@@ -53,6 +55,17 @@ def broadcast_text(text):
     return bytes(multihost_utils.broadcast_one_to_all(padded)).decode("utf-8")
 
 
+def largest(value):
+    """The largest of the integers `value` of every process (a
+    collective: every process calls it)."""
+    if process_count() == 1:
+        return int(value)
+    from jax.experimental import multihost_utils
+
+    values = multihost_utils.process_allgather(np.int32(value))
+    return int(np.max(values))
+
+
 def barrier(name):
     """Waits until every process reached the barrier `name`."""
     if process_count() == 1:
@@ -91,3 +104,30 @@ def restore_arrays(path, like):
         like,
     )
     return _checkpointer().restore(path, abstract)
+
+
+class PeerLostError(ConnectionError):
+    """A process of a run on several JAX processes stopped (killed,
+    preempted) and the others cannot go on: its message says how to
+    resume. A `ConnectionError`, so an `OSError`."""
+
+
+@contextlib.contextmanager
+def peer_errors(resume):
+    """Turns JAX's errors about a lost process (a missed heartbeat, a
+    barrier or collective that failed) into a `PeerLostError` whose
+    message ends with `resume` (how to continue the run)."""
+    try:
+        yield
+    except Exception as error:
+        text = " ".join(str(error).split())
+        lost = process_count() > 1 and any(
+            mark in text
+            for mark in ("heartbeat", "barrier", "UNAVAILABLE", "Gloo")
+        )
+        if not lost:
+            raise
+        raise PeerLostError(
+            "a process of this run was lost, so this one stops "
+            f"({type(error).__name__}: {text[:240]}). {resume}"
+        ) from error
