@@ -8,6 +8,7 @@ and returns its results as a dict, so that the command line
 (`keras_txl_cli.cli`) only parses options and reports errors.
 """
 
+import atexit
 import contextlib
 import dataclasses
 import math
@@ -21,6 +22,7 @@ import time
 import keras
 
 from keras_txl.distribute import device_budget
+from keras_txl.distribute import processes
 from keras_txl.models import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.nan_guard import NanGuard
@@ -81,14 +83,28 @@ def eval_memory_lengths(config):
     return sorted(lengths)
 
 
-def _prepare_output(config, writes=True):
+def _prepare_output(config):
     """The `AtomicFolder` a run writes: `--output` itself when resumed,
     else a temporary folder beside it that the first checkpoint puts in
     place (`--overwrite`: the old run stays whole until then).
 
-    A process that does not write the run (`writes=False`: not the chief
-    of several) checks the same, then gets a temporary folder of its own
-    (`_worker_folder`)."""
+    Of a run on several processes (JAX), only the primary one writes
+    `--output` (the checkpoint's shards aside: every process writes its
+    own, `TrainingCheckpoint`): the others check it alike, and write their
+    run folder (steps, config) into a temporary folder, removed when the
+    process exits."""
+    _check_output(config)
+    if not processes.is_primary():
+        scratch = tempfile.mkdtemp(prefix="keras-txl-process-")
+        atexit.register(shutil.rmtree, scratch, True)
+        return AtomicFolder(os.path.join(scratch, "run"))
+    if config.resume:
+        return AtomicFolder(config.output, in_place=True)
+    return AtomicFolder(config.output)
+
+
+def _check_output(config):
+    """Raises `ConfigError` when `--output` cannot take this run."""
     output = config.output
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output '{output}' is a file, not a folder.")
@@ -99,9 +115,7 @@ def _prepare_output(config, writes=True):
                 f"Nothing to resume in '{output}': it holds no checkpoint. "
                 "Start the run without --resume."
             )
-        if not writes:
-            return _worker_folder()
-        return AtomicFolder(output, in_place=True)
+        return
     if os.path.isdir(output):
         has_model = run_folder.has_model(output)
         if (has_model or os.path.exists(checkpoint)) and not config.overwrite:
@@ -133,32 +147,6 @@ def _prepare_output(config, writes=True):
             f"'{output}', which a new run replaces whole: pick a folder "
             "beside it."
         )
-    return AtomicFolder(output) if writes else _worker_folder()
-
-
-def _worker_folder():
-    """The folder of a process that computes with the chief but does not
-    write the run: TensorFlow's multi-worker convention (tf.keras's
-    `ModelCheckpoint` and `BackupAndRestore`, the guide "Multi-worker
-    training with Keras"): the other workers write what the chief writes
-    to a temporary folder of their own, deleted after the run
-    (`_release`), and never touch `--output`."""
-    return AtomicFolder(
-        tempfile.mkdtemp(prefix="keras-txl-worker-"), in_place=True
-    )
-
-
-def _writes(strategy):
-    """Whether this process writes the run's folder (one process of a
-    multi-process run: the chief)."""
-    return strategy is None or strategy.is_chief
-
-
-def _release(folder, strategy):
-    """Deletes a worker's temporary folder (`_worker_folder`); the
-    chief's stays."""
-    if not _writes(strategy):
-        shutil.rmtree(folder.path, ignore_errors=True)
 
 
 def make_run_strategy(config):
@@ -219,7 +207,6 @@ def fit_language_model(config, callbacks=(), log=print):
         return _fit(config, strategy, folder, callbacks, log)
     except BaseException:
         folder.discard()  # nothing of a run without a checkpoint stays
-        _release(folder, strategy)
         raise
 
 
@@ -248,7 +235,6 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         with _scope(strategy):
             state = TrainingCheckpoint.restore(
                 lm,
-                # Every process reads the chief's checkpoint.
                 os.path.join(config.output, run_folder.CHECKPOINT_DIR),
                 config.batch_size,
                 strategy,
@@ -264,11 +250,11 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         losses=losses,
     )
     logging, validation = _logging_callbacks(
-        config, folder, history, run_data.valid, start_step, log, strategy
+        config, folder, history, run_data.valid, start_step, log
     )
     train_seconds = 0.0
     guard = NanGuard(verbose=False)
-    stop = StopOnSignal(strategy)
+    stop = StopOnSignal()
 
     def put_in_place(checkpoint):
         # The first checkpoint puts a new run's folder in place, and the
@@ -287,7 +273,7 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
     if start_step < config.steps:
         per_epoch = min(config.steps_per_epoch, config.steps)
         fit_started = time.perf_counter()
-        with _scope(strategy), _peer_lost_error(strategy, config):
+        with _scope(strategy):
             lm.fit(
                 run_data.train.repeat().skip(start_step),
                 steps_per_epoch=per_epoch,
@@ -340,42 +326,7 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         "finished": finished,
         "validation": [] if validation is None else validation.results,
         "folder": folder,
-        "writes": _writes(strategy),
     }
-
-
-@contextlib.contextmanager
-def _peer_lost_error(strategy, config):
-    """Turns the error of a collective whose peer is gone (a process of
-    the run killed, its host lost) into a `ConnectionError` that says so
-    and how to resume. TensorFlow fails the collective when the peer's
-    connection closes, or after the strategy's collective timeout
-    (`make_strategy`)."""
-    if strategy is None or strategy.num_processes == 1:
-        yield
-        return
-    try:
-        yield
-    except Exception as error:
-        import tensorflow as tf
-
-        lost = (
-            tf.errors.UnavailableError,
-            tf.errors.DeadlineExceededError,
-            tf.errors.CancelledError,
-            tf.errors.AbortedError,
-        )
-        if keras.backend.backend() != "tensorflow" or not isinstance(
-            error, lost
-        ):
-            raise
-        first = str(error).strip().splitlines()[0][:200]
-        raise ConnectionError(
-            f"a peer process of the run was lost ({type(error).__name__}: "
-            f"{first}). Restart every process of the run with the same "
-            f"command and --output {config.output} --resume: it continues "
-            "from the last checkpoint."
-        ) from None
 
 
 def _resolve_run(config):
@@ -385,15 +336,19 @@ def _resolve_run(config):
     writes (`_prepare_output`)."""
     config.check_run_flags()
     if config.resume:
-        _prepare_output(config)  # checks that there is a checkpoint
+        _check_output(config)
         saved = TrainingCheckpoint.read_state(
             os.path.join(config.output, run_folder.CHECKPOINT_DIR)
         )
         config = config.merged_for_resume(saved["config"]).resolved()
+        strategy = make_run_strategy(config)
+        # (After the strategy: it says which process writes.)
+        folder = _prepare_output(config)
     else:
         config = config.resolved()
-    strategy = make_run_strategy(config)
-    return config, strategy, _prepare_output(config, _writes(strategy))
+        strategy = make_run_strategy(config)
+        folder = _prepare_output(config)
+    return config, strategy, folder
 
 
 @dataclasses.dataclass
@@ -420,7 +375,6 @@ class _RunData:
         loading = time.perf_counter()
         corpus = load_corpus(
             config,
-            # (Every process reads the chief's.)
             artifacts.load_tokenizer(config.output) if config.resume else None,
             log,
         )
@@ -519,13 +473,10 @@ def _compiled_model(config, strategy, run_data, log):
     return lm, run_config
 
 
-def _logging_callbacks(
-    config, folder, history, valid_data, start, log, strategy=None
-):
+def _logging_callbacks(config, folder, history, valid_data, start, log):
     """`(callbacks, validation)`: the step CSV (a resumed run keeps its
     rows up to `start`, the checkpoint's step), validation every
-    `--validate-every` steps (`validation`, else None) and TensorBoard
-    (the chief's only, as TensorFlow's `should_save_summary`)."""
+    `--validate-every` steps (`validation`, else None) and TensorBoard."""
     logging = [
         StepCSVLogger(
             folder.join(run_folder.STEPS_CSV),
@@ -545,7 +496,8 @@ def _logging_callbacks(
             log=log,
         )
         logging.insert(0, validation)
-    if config.tensorboard and _writes(strategy):
+    if config.tensorboard and processes.is_primary():
+        # (The chief's only, as TensorFlow's `should_save_summary`.)
         logging.append(
             keras.callbacks.TensorBoard(config.tensorboard, update_freq=1)
         )
@@ -623,18 +575,13 @@ def train(config, callbacks=(), log=print):
         callback stopped the run early.
     """
     started = time.perf_counter()
-    run = fit_language_model(config, callbacks, log)
-    try:
-        return _evaluate_and_save(run, started, log)
-    finally:
-        if not run["writes"]:
-            shutil.rmtree(run["folder"].path, ignore_errors=True)
-
-
-def _evaluate_and_save(run, started, log):
-    """The half of `train` after `fit`: validation, the saved model, its
-    pictures, the sample and the metrics (in a worker's temporary folder
-    on a process that is not the chief)."""
+    resume = (
+        "Start every process again with `keras-txl train --output "
+        f"{config.output} --resume`: the run continues from its last "
+        "checkpoint."
+    )
+    with processes.peer_errors(resume):
+        run = fit_language_model(config, callbacks, log)
     history = run["history"]
     if not run["finished"]:
         return {"steps": history.step, "train_loss": history.losses}
@@ -721,9 +668,9 @@ def _evaluate_and_save(run, started, log):
         "sample": sample,
         "config": run_config,
     }
-    artifacts.write_metrics(
-        metrics, output, config.metrics_json if run["writes"] else None
-    )
+    # (Of several processes, the primary one writes --metrics-json.)
+    metrics_json = config.metrics_json if processes.is_primary() else None
+    artifacts.write_metrics(metrics, output, metrics_json)
     log(
         f"Saved the model and its tokenizer as a keras-hub preset in "
         f"{config.output} (TransformerXLCausalLM.from_preset("

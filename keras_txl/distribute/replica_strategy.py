@@ -4,6 +4,7 @@ import weakref
 import keras
 import numpy as np
 
+from keras_txl.distribute import processes
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -221,114 +222,27 @@ class ReplicaStrategy:
             for r in range(replicas)
         ]
 
-    @property
-    def num_processes(self):
-        """How many processes (TensorFlow workers, JAX processes) train
-        together: 1 on one host."""
-        if self.backend == "jax":
-            import jax
-
-            return jax.process_count()
-        resolver = getattr(self.native, "cluster_resolver", None)
-        if resolver is None:
-            return 1
-        spec = resolver.cluster_spec().as_dict()
-        tasks = sum(len(spec.get(job, ())) for job in ("chief", "worker"))
-        return max(1, tasks)
-
-    @property
-    def is_chief(self):
-        """Whether this process writes the run's files (its checkpoints,
-        its model): one process of the run does, the others compute with
-        it and wait.
-
-        TensorFlow's multi-worker convention: the chief of `TF_CONFIG`
-        (`strategy.extended.should_checkpoint`; worker 0 when the cluster
-        has no `"chief"` job); JAX: process 0. Always `True` on one host.
-        """
-        if self.backend == "jax":
-            import jax
-
-            return jax.process_index() == 0
-        if self.native is None:
-            return True
-        return bool(self.native.extended.should_checkpoint)
-
-    def agreed_signal(self, number):
-        """The largest of every process's `number` (an int, 0 for none):
-        a collective that each process of the run must call at the same
-        point (on one host, `number` itself).
-
-        `keras_txl.training.StopOnSignal` calls it at every step boundary
-        so that a signal received by one process stops them all after
-        the same step; `TrainingCheckpoint` calls it after each save, so
-        that the other processes wait for the chief's files."""
-        number = int(number or 0)
-        if self.num_processes == 1:
-            return number
-        if self.backend == "jax":
-            from jax.experimental import multihost_utils
-
-            gathered = multihost_utils.process_allgather(np.int32(number))
-            return int(np.max(gathered))
-        return int(self._tf_collective("max", np.int32(number)))
-
     def global_memory(self, model):
         """The memory of every row of the global batch, rows in order, as
         a dict of numpy arrays (the keys of
         `model.memory_state.memory_spec`), on every process.
 
-        On several processes it is a collective (TensorFlow:
-        `strategy.gather` over every worker's replicas): each process of
-        the run must call it at the same point. On one host it is the
-        replicas' memories of `replica_memory`, concatenated.
+        Of TensorFlow workers it is a collective (`strategy.gather` over
+        every worker's replicas): each worker must call it at the same
+        point. On one host it is the replicas' memories of
+        `replica_memory`, concatenated (several JAX processes save their
+        shards with Orbax instead: `TrainingCheckpoint`).
         """
         spec = model.memory_state.memory_spec
-        if self.num_processes == 1 or self.backend != "tensorflow":
-            replicas = self.replica_memory(model)
-            return {
-                key: np.concatenate([r[key] for r in replicas])
-                for key in spec.keys
-            }
-        state = model.memory_state
-        variables = [getattr(state, key) for key in spec.keys]
-        return dict(zip(spec.keys, self._tf_collective("gather", variables)))
-
-    def _tf_collective(self, kind, value):
-        """`"max"`: the largest of every replica's `value` (a scalar);
-        `"gather"`: every replica's values of the (sync-on-read)
-        variables `value`, concatenated along the batch in replica
-        order. In a `tf.function` (one per kind, traced once), as the
-        strategy's collectives run best."""
-        import tensorflow as tf
-
-        functions = self.__dict__.setdefault("_collectives", {})
-        if kind == "gather":
-            # The variables are captured, not passed: one per set.
-            key, value, kind = (kind, *map(id, value)), value, None
-        else:
-            key = kind
-        if key not in functions:
-            strategy = self.native
-            if kind == "max":
-
-                def collective(x):
-                    # (`ReduceOp` has no MAX: gather, then the max.)
-                    local = strategy.run(lambda: tf.reshape(x, [1]))
-                    return tf.reduce_max(strategy.gather(local, axis=0))
-
-            else:
-                variables = value
-
-                def collective(unused):
-                    local = strategy.run(
-                        lambda: [tf.identity(v.value) for v in variables]
-                    )
-                    return [strategy.gather(v, axis=0) for v in local]
-
-            functions[key] = tf.function(collective)
-        result = functions[key](np.int32(0) if kind is None else value)
-        return tf.nest.map_structure(np.asarray, result)
+        if processes.process_count() > 1 and self.backend == "tensorflow":
+            state = model.memory_state
+            variables = [getattr(state, key) for key in spec.keys]
+            rows = processes.gather_rows(self.native, variables)
+            return dict(zip(spec.keys, rows))
+        replicas = self.replica_memory(model)
+        return {
+            key: np.concatenate([r[key] for r in replicas]) for key in spec.keys
+        }
 
     def write_memory(self, model, memory):
         """Sets the memory of every row, each replica's rows on it: the

@@ -3,6 +3,8 @@ import threading
 
 import keras
 
+from keras_txl.distribute import processes
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -15,19 +17,11 @@ class StopOnSignal(keras.callbacks.Callback):
     sets `model.stop_training`, so that Keras ends the epoch there and the
     callbacks of `on_epoch_end` (`TrainingCheckpoint`) save that step. A
     second signal before the step ends raises `KeyboardInterrupt` at once.
+    Of a run on several JAX processes, a signal to any one stops them all
+    at the end of the same step (each step, the processes share whether
+    one got a signal): each writes its share of that step's checkpoint.
     The previous handlers are back after `fit`. Outside the main thread
     (where Python cannot set handlers) it does nothing.
-
-    On several processes (a `strategy` whose `num_processes` is more
-    than 1) the processes agree at every step boundary
-    (`strategy.agreed_signal`, one small collective): a signal received
-    by any one of them stops every one after the same step, so that
-    they all save that step's checkpoint together (a preemption notice
-    reaches one host of a pod slice or cluster, not all of them).
-
-    Args:
-        strategy: optional `keras_txl.distribute.ReplicaStrategy` the
-            model trains under.
 
     Attributes:
         signal: the number of the signal received, or `None`.
@@ -43,9 +37,8 @@ class StopOnSignal(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, strategy=None):
+    def __init__(self):
         super().__init__()
-        self.strategy = strategy
         self.signal = None
         self._previous = {}
 
@@ -72,10 +65,9 @@ class StopOnSignal(keras.callbacks.Callback):
             self._previous[number] = signal.signal(number, self._record)
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.strategy is not None and self.strategy.num_processes > 1:
-            # The largest signal number of any process (SIGTERM's 15 over
-            # SIGINT's 2), 0 for none: the same on all of them.
-            self.signal = self.strategy.agreed_signal(self.signal) or None
+        if processes.process_count() > 1:
+            # A signal to any process stops every one at this step.
+            self.signal = processes.largest(self.signal or 0) or None
         if self.signal is not None:
             self.model.stop_training = True
 

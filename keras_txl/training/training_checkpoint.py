@@ -8,6 +8,7 @@ import zipfile
 import keras
 import numpy as np
 
+from keras_txl.distribute import processes
 from keras_txl.utils.damaged_file_error import DamagedFileError
 from keras_txl.utils.saved_files import check_weights_fit
 from keras_txl.utils.saved_files import read_json_file
@@ -81,36 +82,50 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         weight or optimizer variable is not finite. Returns whether it
         wrote it."""
         if not _all_finite(self.model):
-            # (Every process finds the same: the weights are mirrored.)
             self.skipped_step = self.history.step
             return False
+        # New files under new names; `state.json`, which names them, is
+        # replaced last: at every moment it names complete files.
+        tag = f"{self.history.step:08d}-{uuid.uuid4().hex[:8]}"
         model = self.model
         optimizer = getattr(model, "optimizer", None)
         if optimizer is not None and not optimizer.built:
             # Before the first step: its fresh state, so that the file
             # holds what `restore` checks it against (weights + optimizer).
-            # (On every process: creating variables may be a collective.)
             optimizer.build(model.trainable_variables)
-        # Every process gathers the memory (a collective on several) and
-        # saves (Keras's saving may read variables through collectives),
-        # the chief into the checkpoint, the others into a temporary
-        # folder they delete (TensorFlow's multi-worker convention); the
-        # others then wait until the chief has written.
+        if processes.process_count() > 1 and keras.backend.backend() == "jax":
+            # Every process writes its share into the primary's folder.
+            self.directory, tag = processes.broadcast_text(
+                f"{self.directory}\n{tag}"
+            ).split("\n")
+            names = {"arrays": f"state-{tag}.orbax"}
+            os.makedirs(self.directory, exist_ok=True)
+            processes.save_arrays(
+                os.path.join(self.directory, names["arrays"]),
+                _shared_arrays(model),
+            )
+            if processes.is_primary():
+                self._write_state(names)
+            # No process goes on (or exits) before `state.json` names it.
+            processes.barrier(f"keras_txl_checkpoint_{tag}")
+            return self._saved()
+        # One process, or TensorFlow's workers: every process gathers the
+        # memory of every row (a collective on several) and saves
+        # (Keras's saving may read variables through collectives), the
+        # chief into the checkpoint, the others into a temporary folder
+        # they delete (TensorFlow's multi-worker convention); then the
+        # others wait until the chief has written.
         arrays = self._memory_arrays()
-        if self.strategy is None or self.strategy.is_chief:
-            self._write(arrays, self.directory)
+        if processes.is_primary():
+            self._write_files(self.directory, tag, arrays)
         else:
             scratch = tempfile.mkdtemp(prefix="keras-txl-worker-")
             try:
-                self._write(arrays, scratch)
+                self._write_files(scratch, tag, arrays)
             finally:
                 _remove(scratch)
-        if self.strategy is not None:
-            self.strategy.agreed_signal(0)  # the workers wait here
-        self.saved_step = self.history.step
-        if self.on_save is not None:
-            self.on_save(self)
-        return True
+        processes.barrier(f"keras_txl_checkpoint_{tag}")
+        return self._saved()
 
     def _memory_arrays(self):
         """Every row's memory, as numpy (`None` before the first call)."""
@@ -121,31 +136,39 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             return self.strategy.global_memory(self.model)
         return state.memory_spec.flatten(state.read())
 
-    def _write(self, arrays, directory):
-        """Writes the files of a checkpoint into `directory`."""
+    def _write_files(self, directory, tag, arrays):
+        """Writes a checkpoint of one file per part into `directory`."""
         os.makedirs(directory, exist_ok=True)
-        # New files under new names; `state.json`, which names them, is
-        # replaced last: at every moment it names complete files.
-        tag = f"{self.history.step:08d}-{uuid.uuid4().hex[:8]}"
         names = {"weights": f"state-{tag}.weights.h5"}
-        model = self.model
         # (Names no `state.json` holds yet: written in place.)
+        model = self.model
         model.save_weights(os.path.join(directory, names["weights"]))
         if arrays is not None:
             names["memory"] = f"memory-{tag}.npz"
             _save_npz(os.path.join(directory, names["memory"]), arrays)
+        self._write_state(
+            names,
+            directory,
+            # The dropout's random states (not in the weights file): a
+            # resumed run draws the masks it would have drawn.
+            random_states=[
+                keras.ops.convert_to_numpy(v.value).tolist()
+                for v in _random_states(model)
+            ],
+        )
+
+    def _write_state(self, names, directory=None, **extra):
+        """Replaces `state.json` (naming the files `names`) of `directory`
+        (default: the checkpoint's) in one rename, then deletes the files
+        of the previous save."""
+        directory = self.directory if directory is None else directory
         text = json.dumps(
             {
                 "step": self.history.step,
                 "train_loss": self.history.losses,
                 "config": self.config,
                 "files": names,
-                # The dropout's random states (not in the weights file):
-                # a resumed run draws the masks it would have drawn.
-                "random_states": [
-                    keras.ops.convert_to_numpy(v.value).tolist()
-                    for v in _random_states(model)
-                ],
+                **extra,
             }
         )
         _write_atomically(
@@ -155,6 +178,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         for name in os.listdir(directory):
             if name != STATE_FILE and name not in names.values():
                 _remove(os.path.join(directory, name))
+
+    def _saved(self):
+        self.saved_step = self.history.step
+        if self.on_save is not None:
+            self.on_save(self)
+        return True
 
     @staticmethod
     def read_state(directory):
@@ -179,6 +208,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         files.update(state.get("files") or {})
         if "files" in state and "memory" not in state["files"]:
             files.pop("memory")
+        if "arrays" in files:  # several processes: one Orbax folder
+            files.pop("weights")
         state["files"] = files
         return state
 
@@ -210,6 +241,11 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             strategy.build_memory(model, batch_size)
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
+        if "arrays" in state["files"]:
+            _restore_shared_arrays(
+                model, os.path.join(directory, state["files"]["arrays"])
+            )
+            return state
         weights = os.path.join(directory, state["files"]["weights"])
         variables = list(model.weights) + list(model.optimizer.variables)
         check_weights_fit(
@@ -239,6 +275,60 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             else:
                 strategy.write_memory(model, memory)
         return state
+
+
+def _shared_arrays(model):
+    """What a run of several processes saves, as the nest of `jax.Array`s
+    that Orbax writes: the weights and the optimizer's variables, the
+    dropout's random states and the carried memory of every row (sharded
+    along the batch: each process writes its replicas' rows)."""
+    state = model.memory_state
+    memory = state.memory_spec.keys if state.has_state else ()
+    return {
+        "variables": [v.value for v in _saved_variables(model)],
+        "random_states": [v.value for v in _random_states(model)],
+        "memory": {key: getattr(state, key).value for key in memory},
+    }
+
+
+def _saved_variables(model):
+    """The weights and optimizer variables of a checkpoint, in order."""
+    variables = list(model.weights) + list(model.optimizer.variables)
+    random_states = {id(v) for v in _random_states(model)}
+    return [
+        v
+        for v in variables
+        if not _is_memory(model, v) and id(v) not in random_states
+    ]
+
+
+def _restore_shared_arrays(model, path):
+    """Loads `_shared_arrays`'s Orbax folder `path` into `model`, each
+    array laid out as the model's variable is now (on any number of
+    processes and devices: each row of the memory goes to the device
+    that holds the row now)."""
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            f"The checkpoint '{path}' was written by several JAX processes "
+            f"(Orbax); this process runs KERAS_BACKEND="
+            f"{keras.backend.backend()}. Resume it with KERAS_BACKEND=jax."
+        )
+    if not os.path.isdir(path):
+        raise DamagedFileError(path, "is missing.")
+    like = _shared_arrays(model)
+    try:
+        arrays = processes.restore_arrays(path, like)
+    except (ValueError, KeyError, FileNotFoundError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise DamagedFileError(
+            path, f"does not fit the run's model ({reason})."
+        ) from None
+    state = model.memory_state
+    pairs = list(zip(_saved_variables(model), arrays["variables"]))
+    pairs += zip(_random_states(model), arrays["random_states"])
+    pairs += [(getattr(state, k), v) for k, v in arrays["memory"].items()]
+    for variable, value in pairs:
+        variable.assign(value)
 
 
 def _random_states(model):
@@ -308,6 +398,13 @@ def _all_finite(model):
     for variable in variables:
         if "float" not in keras.backend.standardize_dtype(variable.dtype):
             continue
-        if not np.isfinite(keras.ops.convert_to_numpy(variable.value)).all():
+        value = variable.value
+        if not getattr(value, "is_fully_addressable", True):
+            # Held by several processes (JAX): reduced where it is, the
+            # answer (on every process) fetched.
+            finite = keras.ops.all(keras.ops.isfinite(value))
+            if not bool(keras.ops.convert_to_numpy(finite)):
+                return False
+        elif not np.isfinite(keras.ops.convert_to_numpy(value)).all():
             return False
     return True
