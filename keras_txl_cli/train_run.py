@@ -22,7 +22,6 @@ import time
 import keras
 
 from keras_txl.distribute import device_budget
-from keras_txl.distribute import processes
 from keras_txl.models import MemoryReset
 from keras_txl.training.evaluation import evaluate_bpc
 from keras_txl.training.nan_guard import NanGuard
@@ -34,6 +33,7 @@ from keras_txl.training.step_history import StepHistory
 from keras_txl.training.stop_on_signal import StopOnSignal
 from keras_txl.training.stop_on_signal import TrainingInterrupted
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
+from keras_txl.utils import processes
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.missing_extra_error import MissingExtraError

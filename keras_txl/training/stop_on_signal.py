@@ -3,7 +3,7 @@ import threading
 
 import keras
 
-from keras_txl.distribute import processes
+from keras_txl.utils import processes
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -8,7 +8,7 @@ import zipfile
 import keras
 import numpy as np
 
-from keras_txl.distribute import processes
+from keras_txl.utils import processes
 from keras_txl.utils.damaged_file_error import DamagedFileError
 from keras_txl.utils.saved_files import check_weights_fit
 from keras_txl.utils.saved_files import read_json_file
