@@ -17,9 +17,10 @@ class StopOnSignal(keras.callbacks.Callback):
     sets `model.stop_training`, so that Keras ends the epoch there and the
     callbacks of `on_epoch_end` (`TrainingCheckpoint`) save that step. A
     second signal before the step ends raises `KeyboardInterrupt` at once.
-    Of a run on several JAX processes, a signal to any one stops them all
-    at the end of the same step (each step, the processes share whether
-    one got a signal): each writes its share of that step's checkpoint.
+    Of a run on several JAX processes or TensorFlow workers, a signal to
+    any one stops them all at the end of the same step (each step, the
+    processes share the largest signal number any got, a collective):
+    they all write that step's checkpoint.
     The previous handlers are back after `fit`. Outside the main thread
     (where Python cannot set handlers) it does nothing.
 

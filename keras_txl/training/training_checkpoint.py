@@ -45,8 +45,15 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         history: the run's `StepHistory` (step counter and losses).
         config: a JSON-serializable dict saved with the state.
         strategy: the `keras_txl.distribute.ReplicaStrategy` the model
-            trains under, or `None` (one device): the checkpoint then holds
-            the memory of every replica's rows (one host).
+            trains under, or `None` (one device): the checkpoint holds
+            the memory of every replica's rows. Of TensorFlow workers
+            (`multiworker`), every worker gathers every row's memory
+            (`strategy.gather`) and saves, the chief into `directory`,
+            the others into a temporary folder they delete (TensorFlow's
+            multi-worker convention: saving may run collectives), and
+            they wait until the chief has written; give every worker the
+            same `directory`. Of several JAX processes, one Orbax folder
+            holds every process's shards.
         on_save: optional function called with this callback after each
             save (`keras-txl train` puts its run folder in place then).
 
