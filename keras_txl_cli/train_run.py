@@ -496,7 +496,8 @@ def _logging_callbacks(config, folder, history, valid_data, start, log):
             log=log,
         )
         logging.insert(0, validation)
-    if config.tensorboard:
+    if config.tensorboard and processes.is_primary():
+        # (The chief's only, as TensorFlow's `should_save_summary`.)
         logging.append(
             keras.callbacks.TensorBoard(config.tensorboard, update_freq=1)
         )

@@ -15,6 +15,7 @@ import os
 
 import keras
 
+from keras_txl.distribute import processes
 from keras_txl.distribute.replica_strategy import ReplicaStrategy
 from keras_txl.utils.validation import check_optional_positive_int
 
@@ -282,6 +283,7 @@ def _tensorflow_strategy(name, count, tpu):
         # Reads TF_CONFIG; without it, a single worker on this host.
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         _reduce_leaf_by_leaf(strategy)
+        processes.use_tensorflow_workers(strategy)
     else:
         strategy = _tpu_strategy(tpu)
         cores = strategy.num_replicas_in_sync

@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+import tempfile
 import uuid
 import zipfile
 
@@ -92,7 +93,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             # Before the first step: its fresh state, so that the file
             # holds what `restore` checks it against (weights + optimizer).
             optimizer.build(model.trainable_variables)
-        if processes.process_count() > 1:
+        if processes.process_count() > 1 and keras.backend.backend() == "jax":
             # Every process writes its share into the primary's folder.
             self.directory, tag = processes.broadcast_text(
                 f"{self.directory}\n{tag}"
@@ -108,26 +109,46 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             # No process goes on (or exits) before `state.json` names it.
             processes.barrier(f"keras_txl_checkpoint_{tag}")
             return self._saved()
-        os.makedirs(self.directory, exist_ok=True)
+        # One process, or TensorFlow's workers: every process gathers the
+        # memory of every row (a collective on several) and saves
+        # (Keras's saving may read variables through collectives), the
+        # chief into the checkpoint, the others into a temporary folder
+        # they delete (TensorFlow's multi-worker convention); then the
+        # others wait until the chief has written.
+        arrays = self._memory_arrays()
+        if processes.is_primary():
+            self._write_files(self.directory, tag, arrays)
+        else:
+            scratch = tempfile.mkdtemp(prefix="keras-txl-worker-")
+            try:
+                self._write_files(scratch, tag, arrays)
+            finally:
+                _remove(scratch)
+        processes.barrier(f"keras_txl_checkpoint_{tag}")
+        return self._saved()
+
+    def _memory_arrays(self):
+        """Every row's memory, as numpy (`None` before the first call)."""
+        state = self.model.memory_state
+        if not state.has_state:
+            return None
+        if self.strategy is not None:
+            return self.strategy.global_memory(self.model)
+        return state.memory_spec.flatten(state.read())
+
+    def _write_files(self, directory, tag, arrays):
+        """Writes a checkpoint of one file per part into `directory`."""
+        os.makedirs(directory, exist_ok=True)
         names = {"weights": f"state-{tag}.weights.h5"}
         # (Names no `state.json` holds yet: written in place.)
-        model.save_weights(os.path.join(self.directory, names["weights"]))
-        state = model.memory_state
-        spec = state.memory_spec  # every tensor of the memory, by name
-        arrays = None
-        if state.has_state and self.strategy is not None:
-            replicas = self.strategy.replica_memory(model)
-            arrays = {
-                key: np.concatenate([r[key] for r in replicas])
-                for key in spec.keys
-            }
-        elif state.has_state:
-            arrays = spec.flatten(state.read())
+        model = self.model
+        model.save_weights(os.path.join(directory, names["weights"]))
         if arrays is not None:
             names["memory"] = f"memory-{tag}.npz"
-            _save_npz(os.path.join(self.directory, names["memory"]), arrays)
+            _save_npz(os.path.join(directory, names["memory"]), arrays)
         self._write_state(
             names,
+            directory,
             # The dropout's random states (not in the weights file): a
             # resumed run draws the masks it would have drawn.
             random_states=[
@@ -135,11 +156,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
                 for v in _random_states(model)
             ],
         )
-        return self._saved()
 
-    def _write_state(self, names, **extra):
-        """Replaces `state.json` (naming the files `names`) in one rename,
-        then deletes the files of the previous save."""
+    def _write_state(self, names, directory=None, **extra):
+        """Replaces `state.json` (naming the files `names`) of `directory`
+        (default: the checkpoint's) in one rename, then deletes the files
+        of the previous save."""
+        directory = self.directory if directory is None else directory
         text = json.dumps(
             {
                 "step": self.history.step,
@@ -150,12 +172,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             }
         )
         _write_atomically(
-            os.path.join(self.directory, STATE_FILE),
+            os.path.join(directory, STATE_FILE),
             lambda path: _write_text(path, text),
         )
-        for name in os.listdir(self.directory):
+        for name in os.listdir(directory):
             if name != STATE_FILE and name not in names.values():
-                _remove(os.path.join(self.directory, name))
+                _remove(os.path.join(directory, name))
 
     def _saved(self):
         self.saved_step = self.history.step

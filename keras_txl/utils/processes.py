@@ -1,5 +1,6 @@
-"""The processes of one JAX run on several hosts (`jax.distributed`), and
-the arrays they save together with Orbax.
+"""The processes of one run on several hosts: JAX's (`jax.distributed`),
+and the arrays they save together with Orbax; TensorFlow's workers of a
+`MultiWorkerMirroredStrategy` (`TF_CONFIG`).
 
 A run on `P` processes (`KERAS_DISTRIBUTION_*`, a TPU pod slice) holds
 arrays that no process holds whole: the carried memory is sharded along
@@ -10,10 +11,17 @@ commits it (an atomic rename), and a restore reads, on each process, the
 rows of its devices under the layout of the run that restores, which may
 have another number of processes or devices (elastic resume).
 
+On TensorFlow the workers follow TensorFlow's own multi-worker
+conventions: the chief (`strategy.extended.should_checkpoint`) writes,
+the others compute with it, and the collectives here (`largest`,
+`barrier`, `gather_rows`) are the strategy's (`strategy.gather`), run in
+a `tf.function`.
+
 `TrainingCheckpoint` calls these; with one process nothing here runs.
 """
 
 import contextlib
+import weakref
 
 import numpy as np
 
@@ -21,9 +29,17 @@ from keras_txl.utils.missing_extra_error import import_extra
 
 
 def process_count():
-    """Processes of this run: `jax.process_count()` on JAX, else 1."""
+    """Processes of this run: `jax.process_count()` on JAX; on TensorFlow
+    the chief and workers of the `MultiWorkerMirroredStrategy` in scope
+    or made last (`use_tensorflow_workers`), else 1."""
     import keras
 
+    if keras.backend.backend() == "tensorflow":
+        strategy = _tensorflow_workers()
+        if strategy is None:
+            return 1
+        spec = strategy.cluster_resolver.cluster_spec().as_dict()
+        return max(1, sum(len(spec.get(j, ())) for j in ("chief", "worker")))
     if keras.backend.backend() != "jax":
         return 1
     import jax
@@ -32,12 +48,81 @@ def process_count():
 
 
 def is_primary():
-    """Whether this process writes the run's files (JAX process 0)."""
+    """Whether this process writes the run's files (JAX process 0, the
+    TensorFlow chief)."""
     if process_count() == 1:
         return True
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        return bool(_tensorflow_workers().extended.should_checkpoint)
     import jax
 
     return jax.process_index() == 0
+
+
+# The `MultiWorkerMirroredStrategy` that `make_strategy("multiworker")`
+# made last (a weak reference: it does not keep it alive).
+_WORKERS = {"strategy": None}
+
+
+def use_tensorflow_workers(strategy):
+    """Makes `strategy` (a `tf.distribute.MultiWorkerMirroredStrategy`)
+    the one whose workers `process_count`, `is_primary`, `largest` and
+    `barrier` see outside its scope. `make_strategy` calls it."""
+    _WORKERS["strategy"] = weakref.ref(strategy)
+
+
+def _tensorflow_workers():
+    """The `MultiWorkerMirroredStrategy` of this run, or `None`."""
+    import tensorflow as tf
+
+    strategy = (
+        tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
+    )
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        made = _WORKERS["strategy"]
+        strategy = None if made is None else made()
+    return strategy
+
+
+def gather_rows(strategy, variables):
+    """Every replica's values of the (sync-on-read, one per replica)
+    TensorFlow variables `variables`, concatenated along the first axis
+    in replica order, as numpy, on every worker: `strategy.gather`, a
+    collective (every worker calls it)."""
+    import tensorflow as tf
+
+    key = ("gather", id(strategy), *map(id, variables))
+    if key not in _COLLECTIVES:
+
+        def gather():
+            local = strategy.run(
+                lambda: [tf.identity(v.value) for v in variables]
+            )
+            return [strategy.gather(v, axis=0) for v in local]
+
+        _COLLECTIVES[key] = tf.function(gather)
+    return [np.asarray(v) for v in _COLLECTIVES[key]()]
+
+
+def _tensorflow_largest(strategy, value):
+    import tensorflow as tf
+
+    key = ("largest", id(strategy))
+    if key not in _COLLECTIVES:
+
+        def largest_value(x):
+            # (`tf.distribute.ReduceOp` has no MAX: gather, then the max.)
+            local = strategy.run(lambda: tf.reshape(x, [1]))
+            return tf.reduce_max(strategy.gather(local, axis=0))
+
+        _COLLECTIVES[key] = tf.function(largest_value)
+    return int(_COLLECTIVES[key](np.int32(value)))
+
+
+# The `tf.function`s of the TensorFlow collectives, traced once each.
+_COLLECTIVES = {}
 
 
 def broadcast_text(text):
@@ -60,6 +145,10 @@ def largest(value):
     collective: every process calls it)."""
     if process_count() == 1:
         return int(value)
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        return _tensorflow_largest(_tensorflow_workers(), value)
     from jax.experimental import multihost_utils
 
     values = multihost_utils.process_allgather(np.int32(value))
@@ -69,6 +158,11 @@ def largest(value):
 def barrier(name):
     """Waits until every process reached the barrier `name`."""
     if process_count() == 1:
+        return
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        largest(0)  # a collective: every worker is here
         return
     from jax.experimental import multihost_utils
 
@@ -107,23 +201,28 @@ def restore_arrays(path, like):
 
 
 class PeerLostError(ConnectionError):
-    """A process of a run on several JAX processes stopped (killed,
-    preempted) and the others cannot go on: its message says how to
+    """A process of a run on several processes (JAX, TensorFlow) stopped
+    (killed, preempted) and the others cannot go on: its message says how to
     resume. A `ConnectionError`, so an `OSError`."""
 
 
 @contextlib.contextmanager
 def peer_errors(resume):
-    """Turns JAX's errors about a lost process (a missed heartbeat, a
-    barrier or collective that failed) into a `PeerLostError` whose
-    message ends with `resume` (how to continue the run)."""
+    """Turns the engine's errors about a lost process (JAX: a missed
+    heartbeat, a barrier or collective that failed; TensorFlow: a
+    collective aborted, its peer unavailable, or the coordination
+    service's missed heartbeats) into a `PeerLostError` whose message
+    ends with `resume` (how to continue the run)."""
     try:
         yield
     except Exception as error:
         text = " ".join(str(error).split())
-        lost = process_count() > 1 and any(
-            mark in text
-            for mark in ("heartbeat", "barrier", "UNAVAILABLE", "Gloo")
+        lost = process_count() > 1 and (
+            any(
+                mark in text
+                for mark in ("heartbeat", "barrier", "UNAVAILABLE", "Gloo")
+            )
+            or type(error).__name__ in _TENSORFLOW_PEER_ERRORS
         )
         if not lost:
             raise
@@ -131,3 +230,14 @@ def peer_errors(resume):
             "a process of this run was lost, so this one stops "
             f"({type(error).__name__}: {text[:240]}). {resume}"
         ) from error
+
+
+# TensorFlow's errors (`tf.errors`) of a collective whose peer is gone:
+# its connection closed, or the coordination service's heartbeats
+# stopped (TensorFlow's default heartbeat timeout: 10 s).
+_TENSORFLOW_PEER_ERRORS = (
+    "UnavailableError",
+    "AbortedError",
+    "CancelledError",
+    "DeadlineExceededError",
+)
