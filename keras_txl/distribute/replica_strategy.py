@@ -4,7 +4,7 @@ import weakref
 import keras
 import numpy as np
 
-from keras_txl.distribute import processes
+from keras_txl.utils import processes
 from keras_txl.utils.validation import check_positive_int
 
 

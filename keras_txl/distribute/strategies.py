@@ -15,8 +15,8 @@ import os
 
 import keras
 
-from keras_txl.distribute import processes
 from keras_txl.distribute.replica_strategy import ReplicaStrategy
+from keras_txl.utils import processes
 from keras_txl.utils.validation import check_optional_positive_int
 
 # Strategy name -> the backend it runs on (None: any).
