@@ -5,9 +5,12 @@ writes a TensorFlow SavedModel whose signatures take and return the memory
 explicitly (`lm.export(path)` calls it).
 `export_litert(lm, path, batch_size, segment_length, memory_length,
 quantize)` writes `path/model.tflite`, the same serving signature for the
-LiteRT runtime (float32 or int8 weights). A SavedModel describes itself in
-its `assets/`: `vocabulary.json` (the tokenizer's) and `signatures.json`,
-documented in `keras_txl.export.serving_assets`.
+LiteRT runtime (float32 or int8 weights). `lm.export(path,
+format="onnx")` (`keras_txl.export.onnx.export_onnx`) writes
+`path/model.onnx` for ONNX Runtime, checked by ONNX Runtime against the
+model. A SavedModel describes itself in its `assets/`: `vocabulary.json`
+(the tokenizer's) and `signatures.json`, documented in
+`keras_txl.export.serving_assets`.
 """
 
 from keras_txl.export.litert import export_litert
