@@ -29,6 +29,11 @@ RUN_FIELDS = (
 # metrics.json) but free to change on resume: they change neither the
 # model nor the data.
 EXECUTION_FIELDS = ("jit_compile", "steps_per_execution", "validate_every")
+# Where a run's global batch is computed: a resumed run may move to
+# another strategy or number of devices (the same global batch, the same
+# streams: each row's memory goes to the replica that holds it now); the
+# saved value when not given.
+PLACEMENT_FIELDS = ("strategy", "num_devices")
 
 
 @dataclasses.dataclass
@@ -316,7 +321,7 @@ class TrainConfig:
             saved = dict(saved, size=saved["preset"])
         values = {k: v for k, v in saved.items() if k in fields}
         for name, value in self.to_dict().items():
-            if name in EXECUTION_FIELDS:
+            if name in EXECUTION_FIELDS + PLACEMENT_FIELDS:
                 continue  # Taken from this configuration below.
             given = value is not None and value != getattr(defaults, name)
             if given and value != saved.get(name):
@@ -328,6 +333,10 @@ class TrainConfig:
                 )
         for name in RUN_FIELDS + EXECUTION_FIELDS:
             values[name] = getattr(self, name)
+        for name in PLACEMENT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value != getattr(defaults, name):
+                values[name] = value
         return TrainConfig(**values)
 
 

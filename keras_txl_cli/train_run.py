@@ -8,11 +8,14 @@ and returns its results as a dict, so that the command line
 (`keras_txl_cli.cli`) only parses options and reports errors.
 """
 
+import atexit
 import contextlib
 import dataclasses
 import math
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
@@ -30,6 +33,7 @@ from keras_txl.training.step_history import StepHistory
 from keras_txl.training.stop_on_signal import StopOnSignal
 from keras_txl.training.stop_on_signal import TrainingInterrupted
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
+from keras_txl.utils import processes
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.missing_extra_error import MissingExtraError
@@ -82,7 +86,25 @@ def eval_memory_lengths(config):
 def _prepare_output(config):
     """The `AtomicFolder` a run writes: `--output` itself when resumed,
     else a temporary folder beside it that the first checkpoint puts in
-    place (`--overwrite`: the old run stays whole until then)."""
+    place (`--overwrite`: the old run stays whole until then).
+
+    Of a run on several processes (JAX), only the primary one writes
+    `--output` (the checkpoint's shards aside: every process writes its
+    own, `TrainingCheckpoint`): the others check it alike, and write their
+    run folder (steps, config) into a temporary folder, removed when the
+    process exits."""
+    _check_output(config)
+    if not processes.is_primary():
+        scratch = tempfile.mkdtemp(prefix="keras-txl-process-")
+        atexit.register(shutil.rmtree, scratch, True)
+        return AtomicFolder(os.path.join(scratch, "run"))
+    if config.resume:
+        return AtomicFolder(config.output, in_place=True)
+    return AtomicFolder(config.output)
+
+
+def _check_output(config):
+    """Raises `ConfigError` when `--output` cannot take this run."""
     output = config.output
     if os.path.exists(output) and not os.path.isdir(output):
         raise ConfigError(f"--output '{output}' is a file, not a folder.")
@@ -93,7 +115,7 @@ def _prepare_output(config):
                 f"Nothing to resume in '{output}': it holds no checkpoint. "
                 "Start the run without --resume."
             )
-        return AtomicFolder(output, in_place=True)
+        return
     if os.path.isdir(output):
         has_model = run_folder.has_model(output)
         if (has_model or os.path.exists(checkpoint)) and not config.overwrite:
@@ -125,7 +147,6 @@ def _prepare_output(config):
             f"'{output}', which a new run replaces whole: pick a folder "
             "beside it."
         )
-    return AtomicFolder(output)
 
 
 def make_run_strategy(config):
@@ -214,7 +235,7 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         with _scope(strategy):
             state = TrainingCheckpoint.restore(
                 lm,
-                folder.join(run_folder.CHECKPOINT_DIR),
+                os.path.join(config.output, run_folder.CHECKPOINT_DIR),
                 config.batch_size,
                 strategy,
             )
@@ -315,12 +336,14 @@ def _resolve_run(config):
     writes (`_prepare_output`)."""
     config.check_run_flags()
     if config.resume:
-        folder = _prepare_output(config)
+        _check_output(config)
         saved = TrainingCheckpoint.read_state(
-            folder.join(run_folder.CHECKPOINT_DIR)
+            os.path.join(config.output, run_folder.CHECKPOINT_DIR)
         )
         config = config.merged_for_resume(saved["config"]).resolved()
         strategy = make_run_strategy(config)
+        # (After the strategy: it says which process writes.)
+        folder = _prepare_output(config)
     else:
         config = config.resolved()
         strategy = make_run_strategy(config)
@@ -352,7 +375,7 @@ class _RunData:
         loading = time.perf_counter()
         corpus = load_corpus(
             config,
-            artifacts.load_tokenizer(folder.path) if config.resume else None,
+            artifacts.load_tokenizer(config.output) if config.resume else None,
             log,
         )
         if not config.resume:
@@ -473,7 +496,8 @@ def _logging_callbacks(config, folder, history, valid_data, start, log):
             log=log,
         )
         logging.insert(0, validation)
-    if config.tensorboard:
+    if config.tensorboard and processes.is_primary():
+        # (The chief's only, as TensorFlow's `should_save_summary`.)
         logging.append(
             keras.callbacks.TensorBoard(config.tensorboard, update_freq=1)
         )
@@ -551,7 +575,13 @@ def train(config, callbacks=(), log=print):
         callback stopped the run early.
     """
     started = time.perf_counter()
-    run = fit_language_model(config, callbacks, log)
+    resume = (
+        "Start every process again with `keras-txl train --output "
+        f"{config.output} --resume`: the run continues from its last "
+        "checkpoint."
+    )
+    with processes.peer_errors(resume):
+        run = fit_language_model(config, callbacks, log)
     history = run["history"]
     if not run["finished"]:
         return {"steps": history.step, "train_loss": history.losses}
@@ -638,7 +668,9 @@ def train(config, callbacks=(), log=print):
         "sample": sample,
         "config": run_config,
     }
-    artifacts.write_metrics(metrics, output, config.metrics_json)
+    # (Of several processes, the primary one writes --metrics-json.)
+    metrics_json = config.metrics_json if processes.is_primary() else None
+    artifacts.write_metrics(metrics, output, metrics_json)
     log(
         f"Saved the model and its tokenizer as a keras-hub preset in "
         f"{config.output} (TransformerXLCausalLM.from_preset("

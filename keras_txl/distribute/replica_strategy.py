@@ -4,6 +4,7 @@ import weakref
 import keras
 import numpy as np
 
+from keras_txl.utils import processes
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -220,6 +221,28 @@ class ReplicaStrategy:
             {name: values[r] for name, values in parts.items()}
             for r in range(replicas)
         ]
+
+    def global_memory(self, model):
+        """The memory of every row of the global batch, rows in order, as
+        a dict of numpy arrays (the keys of
+        `model.memory_state.memory_spec`), on every process.
+
+        Of TensorFlow workers it is a collective (`strategy.gather` over
+        every worker's replicas): each worker must call it at the same
+        point. On one host it is the replicas' memories of
+        `replica_memory`, concatenated (several JAX processes save their
+        shards with Orbax instead: `TrainingCheckpoint`).
+        """
+        spec = model.memory_state.memory_spec
+        if processes.process_count() > 1 and self.backend == "tensorflow":
+            state = model.memory_state
+            variables = [getattr(state, key) for key in spec.keys]
+            rows = processes.gather_rows(self.native, variables)
+            return dict(zip(spec.keys, rows))
+        replicas = self.replica_memory(model)
+        return {
+            key: np.concatenate([r[key] for r in replicas]) for key in spec.keys
+        }
 
     def write_memory(self, model, memory):
         """Sets the memory of every row, each replica's rows on it: the

@@ -16,6 +16,7 @@ import os
 import keras
 
 from keras_txl.distribute.replica_strategy import ReplicaStrategy
+from keras_txl.utils import processes
 from keras_txl.utils.validation import check_optional_positive_int
 
 # Strategy name -> the backend it runs on (None: any).
@@ -116,7 +117,7 @@ def _configure_jax(num_devices, multi_host):
     if multi_host is None:
         multi_host = any(os.environ.get(key) for key in _MULTI_HOST_ENV)
     if multi_host and not jax.distributed.is_initialized():
-        keras.distribution.initialize()
+        _initialize_processes()
     if num_devices is None:
         return len(jax.local_devices())
     try:
@@ -134,6 +135,35 @@ def _configure_jax(num_devices, multi_host):
             f"--xla_force_host_platform_device_count={num_devices}."
         )
     return num_devices
+
+
+def _initialize_processes():
+    """`keras.distribution.initialize()` (`jax.distributed.initialize`
+    from the `KERAS_DISTRIBUTION_*` variables, or found alone on a TPU pod
+    slice), with `KERAS_TXL_PEER_TIMEOUT=SECONDS` passed to JAX as
+    `heartbeat_timeout_seconds`: how long the processes wait for a lost
+    one before they stop with an error (JAX's default: 100 s)."""
+    timeout = os.environ.get("KERAS_TXL_PEER_TIMEOUT")
+    if not timeout:
+        keras.distribution.initialize()
+        return
+    if not timeout.isdigit() or int(timeout) < 1:
+        raise ValueError(
+            "KERAS_TXL_PEER_TIMEOUT must be a whole number of seconds >= 1. "
+            f"Received: {timeout!r}. Unset it for JAX's default (100 s)."
+        )
+    import jax
+
+    addresses = os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES")
+    count = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    index = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID")
+    jax.distributed.initialize(
+        # Keras's reading: the first of the addresses coordinates.
+        coordinator_address=addresses.split(",")[0] if addresses else None,
+        num_processes=int(count) if count else None,
+        process_id=int(index) if index else None,
+        heartbeat_timeout_seconds=int(timeout),
+    )
 
 
 def _configure_tensorflow(name, num_devices):
@@ -253,6 +283,7 @@ def _tensorflow_strategy(name, count, tpu):
         # Reads TF_CONFIG; without it, a single worker on this host.
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         _reduce_leaf_by_leaf(strategy)
+        processes.use_tensorflow_workers(strategy)
     else:
         strategy = _tpu_strategy(tpu)
         cores = strategy.num_replicas_in_sync

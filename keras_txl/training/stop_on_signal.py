@@ -3,6 +3,8 @@ import threading
 
 import keras
 
+from keras_txl.utils import processes
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -15,6 +17,10 @@ class StopOnSignal(keras.callbacks.Callback):
     sets `model.stop_training`, so that Keras ends the epoch there and the
     callbacks of `on_epoch_end` (`TrainingCheckpoint`) save that step. A
     second signal before the step ends raises `KeyboardInterrupt` at once.
+    Of a run on several JAX processes or TensorFlow workers, a signal to
+    any one stops them all at the end of the same step (each step, the
+    processes share the largest signal number any got, a collective):
+    they all write that step's checkpoint.
     The previous handlers are back after `fit`. Outside the main thread
     (where Python cannot set handlers) it does nothing.
 
@@ -60,6 +66,9 @@ class StopOnSignal(keras.callbacks.Callback):
             self._previous[number] = signal.signal(number, self._record)
 
     def on_train_batch_end(self, batch, logs=None):
+        if processes.process_count() > 1:
+            # A signal to any process stops every one at this step.
+            self.signal = processes.largest(self.signal or 0) or None
         if self.signal is not None:
             self.model.stop_training = True
 

@@ -1,12 +1,14 @@
 import json
 import os
 import shutil
+import tempfile
 import uuid
 import zipfile
 
 import keras
 import numpy as np
 
+from keras_txl.utils import processes
 from keras_txl.utils.damaged_file_error import DamagedFileError
 from keras_txl.utils.saved_files import check_weights_fit
 from keras_txl.utils.saved_files import read_json_file
@@ -43,8 +45,15 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         history: the run's `StepHistory` (step counter and losses).
         config: a JSON-serializable dict saved with the state.
         strategy: the `keras_txl.distribute.ReplicaStrategy` the model
-            trains under, or `None` (one device): the checkpoint then holds
-            the memory of every replica's rows (one host).
+            trains under, or `None` (one device): the checkpoint holds
+            the memory of every replica's rows. Of TensorFlow workers
+            (`multiworker`), every worker gathers every row's memory
+            (`strategy.gather`) and saves, the chief into `directory`,
+            the others into a temporary folder they delete (TensorFlow's
+            multi-worker convention: saving may run collectives), and
+            they wait until the chief has written; give every worker the
+            same `directory`. Of several JAX processes, one Orbax folder
+            holds every process's shards.
         on_save: optional function called with this callback after each
             save (`keras-txl train` puts its run folder in place then).
 
@@ -82,54 +91,102 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         if not _all_finite(self.model):
             self.skipped_step = self.history.step
             return False
-        os.makedirs(self.directory, exist_ok=True)
         # New files under new names; `state.json`, which names them, is
         # replaced last: at every moment it names complete files.
         tag = f"{self.history.step:08d}-{uuid.uuid4().hex[:8]}"
-        names = {"weights": f"state-{tag}.weights.h5"}
         model = self.model
         optimizer = getattr(model, "optimizer", None)
         if optimizer is not None and not optimizer.built:
             # Before the first step: its fresh state, so that the file
             # holds what `restore` checks it against (weights + optimizer).
             optimizer.build(model.trainable_variables)
+        if processes.process_count() > 1 and keras.backend.backend() == "jax":
+            # Every process writes its share into the primary's folder.
+            self.directory, tag = processes.broadcast_text(
+                f"{self.directory}\n{tag}"
+            ).split("\n")
+            names = {"arrays": f"state-{tag}.orbax"}
+            os.makedirs(self.directory, exist_ok=True)
+            processes.save_arrays(
+                os.path.join(self.directory, names["arrays"]),
+                _shared_arrays(model),
+            )
+            if processes.is_primary():
+                self._write_state(names)
+            # No process goes on (or exits) before `state.json` names it.
+            processes.barrier(f"keras_txl_checkpoint_{tag}")
+            return self._saved()
+        # One process, or TensorFlow's workers: every process gathers the
+        # memory of every row (a collective on several) and saves
+        # (Keras's saving may read variables through collectives), the
+        # chief into the checkpoint, the others into a temporary folder
+        # they delete (TensorFlow's multi-worker convention); then the
+        # others wait until the chief has written.
+        arrays = self._memory_arrays()
+        if processes.is_primary():
+            self._write_files(self.directory, tag, arrays)
+        else:
+            scratch = tempfile.mkdtemp(prefix="keras-txl-worker-")
+            try:
+                self._write_files(scratch, tag, arrays)
+            finally:
+                _remove(scratch)
+        processes.barrier(f"keras_txl_checkpoint_{tag}")
+        return self._saved()
+
+    def _memory_arrays(self):
+        """Every row's memory, as numpy (`None` before the first call)."""
+        state = self.model.memory_state
+        if not state.has_state:
+            return None
+        if self.strategy is not None:
+            return self.strategy.global_memory(self.model)
+        return state.memory_spec.flatten(state.read())
+
+    def _write_files(self, directory, tag, arrays):
+        """Writes a checkpoint of one file per part into `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        names = {"weights": f"state-{tag}.weights.h5"}
         # (Names no `state.json` holds yet: written in place.)
-        model.save_weights(os.path.join(self.directory, names["weights"]))
-        state = model.memory_state
-        spec = state.memory_spec  # every tensor of the memory, by name
-        arrays = None
-        if state.has_state and self.strategy is not None:
-            replicas = self.strategy.replica_memory(model)
-            arrays = {
-                key: np.concatenate([r[key] for r in replicas])
-                for key in spec.keys
-            }
-        elif state.has_state:
-            arrays = spec.flatten(state.read())
+        model = self.model
+        model.save_weights(os.path.join(directory, names["weights"]))
         if arrays is not None:
             names["memory"] = f"memory-{tag}.npz"
-            _save_npz(os.path.join(self.directory, names["memory"]), arrays)
+            _save_npz(os.path.join(directory, names["memory"]), arrays)
+        self._write_state(
+            names,
+            directory,
+            # The dropout's random states (not in the weights file): a
+            # resumed run draws the masks it would have drawn.
+            random_states=[
+                keras.ops.convert_to_numpy(v.value).tolist()
+                for v in _random_states(model)
+            ],
+        )
+
+    def _write_state(self, names, directory=None, **extra):
+        """Replaces `state.json` (naming the files `names`) of `directory`
+        (default: the checkpoint's) in one rename, then deletes the files
+        of the previous save."""
+        directory = self.directory if directory is None else directory
         text = json.dumps(
             {
                 "step": self.history.step,
                 "train_loss": self.history.losses,
                 "config": self.config,
                 "files": names,
-                # The dropout's random states (not in the weights file):
-                # a resumed run draws the masks it would have drawn.
-                "random_states": [
-                    keras.ops.convert_to_numpy(v.value).tolist()
-                    for v in _random_states(model)
-                ],
+                **extra,
             }
         )
         _write_atomically(
-            os.path.join(self.directory, STATE_FILE),
+            os.path.join(directory, STATE_FILE),
             lambda path: _write_text(path, text),
         )
-        for name in os.listdir(self.directory):
+        for name in os.listdir(directory):
             if name != STATE_FILE and name not in names.values():
-                _remove(os.path.join(self.directory, name))
+                _remove(os.path.join(directory, name))
+
+    def _saved(self):
         self.saved_step = self.history.step
         if self.on_save is not None:
             self.on_save(self)
@@ -158,6 +215,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         files.update(state.get("files") or {})
         if "files" in state and "memory" not in state["files"]:
             files.pop("memory")
+        if "arrays" in files:  # several processes: one Orbax folder
+            files.pop("weights")
         state["files"] = files
         return state
 
@@ -189,6 +248,11 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             strategy.build_memory(model, batch_size)
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
+        if "arrays" in state["files"]:
+            _restore_shared_arrays(
+                model, os.path.join(directory, state["files"]["arrays"])
+            )
+            return state
         weights = os.path.join(directory, state["files"]["weights"])
         variables = list(model.weights) + list(model.optimizer.variables)
         check_weights_fit(
@@ -218,6 +282,60 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             else:
                 strategy.write_memory(model, memory)
         return state
+
+
+def _shared_arrays(model):
+    """What a run of several processes saves, as the nest of `jax.Array`s
+    that Orbax writes: the weights and the optimizer's variables, the
+    dropout's random states and the carried memory of every row (sharded
+    along the batch: each process writes its replicas' rows)."""
+    state = model.memory_state
+    memory = state.memory_spec.keys if state.has_state else ()
+    return {
+        "variables": [v.value for v in _saved_variables(model)],
+        "random_states": [v.value for v in _random_states(model)],
+        "memory": {key: getattr(state, key).value for key in memory},
+    }
+
+
+def _saved_variables(model):
+    """The weights and optimizer variables of a checkpoint, in order."""
+    variables = list(model.weights) + list(model.optimizer.variables)
+    random_states = {id(v) for v in _random_states(model)}
+    return [
+        v
+        for v in variables
+        if not _is_memory(model, v) and id(v) not in random_states
+    ]
+
+
+def _restore_shared_arrays(model, path):
+    """Loads `_shared_arrays`'s Orbax folder `path` into `model`, each
+    array laid out as the model's variable is now (on any number of
+    processes and devices: each row of the memory goes to the device
+    that holds the row now)."""
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            f"The checkpoint '{path}' was written by several JAX processes "
+            f"(Orbax); this process runs KERAS_BACKEND="
+            f"{keras.backend.backend()}. Resume it with KERAS_BACKEND=jax."
+        )
+    if not os.path.isdir(path):
+        raise DamagedFileError(path, "is missing.")
+    like = _shared_arrays(model)
+    try:
+        arrays = processes.restore_arrays(path, like)
+    except (ValueError, KeyError, FileNotFoundError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise DamagedFileError(
+            path, f"does not fit the run's model ({reason})."
+        ) from None
+    state = model.memory_state
+    pairs = list(zip(_saved_variables(model), arrays["variables"]))
+    pairs += zip(_random_states(model), arrays["random_states"])
+    pairs += [(getattr(state, k), v) for k, v in arrays["memory"].items()]
+    for variable, value in pairs:
+        variable.assign(value)
 
 
 def _random_states(model):
@@ -287,6 +405,13 @@ def _all_finite(model):
     for variable in variables:
         if "float" not in keras.backend.standardize_dtype(variable.dtype):
             continue
-        if not np.isfinite(keras.ops.convert_to_numpy(variable.value)).all():
+        value = variable.value
+        if not getattr(value, "is_fully_addressable", True):
+            # Held by several processes (JAX): reduced where it is, the
+            # answer (on every process) fetched.
+            finite = keras.ops.all(keras.ops.isfinite(value))
+            if not bool(keras.ops.convert_to_numpy(finite)):
+                return False
+        elif not np.isfinite(keras.ops.convert_to_numpy(value)).all():
             return False
     return True

@@ -1,0 +1,322 @@
+"""The documented several-host commands (docs/distributed.md, "On
+several hosts"), in two fresh processes on localhost, one CPU device
+each, both given the same `--output`: JAX's `keras-txl train --strategy
+jax-data-parallel --num-devices 1` joined by `KERAS_DISTRIBUTION_*`, and
+TensorFlow's `keras-txl train --strategy multiworker` joined by
+`TF_CONFIG`.
+
+One module fixture runs every scenario once (each process imports JAX
+and Keras and compiles: the runs dominate): the uninterrupted run; a run
+stopped by SIGTERM to one process, then SIGKILL of one process after its
+resume, then resumed to the end; the SIGTERM checkpoint resumed on one
+process with 2 devices; and a one-device run resumed on two processes.
+The children run the backend of the fixture's parameter, whatever
+`KERAS_BACKEND` the tests run under, so the test is backend-independent
+(`tests/app/`: run once, on CI's TensorFlow stage).
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)
+TEXT = (
+    "The quick brown fox jumps over the lazy dog. "
+    "Pack my box with five dozen liquor jugs. "
+) * 4
+STEPS = 8
+RUN = [
+    "--size", "tiny", "--steps", str(STEPS), "--segment-length", "8",
+    "--batch-size", "2", "--memory-length", "8", "--eval-memory-length",
+    "8", "--steps-per-epoch", "1", "--seed", "0",
+    "--sample-tokens", "0",
+]  # fmt: skip
+# The flags of a run on 2 processes, and on 1 process with 2 devices.
+PROCESSES = {
+    "jax": ["--strategy", "jax-data-parallel", "--num-devices", "1"],
+    "tensorflow": ["--strategy", "multiworker"],
+}
+TWO_DEVICES = {
+    "jax": ["--num-devices", "2"],
+    "tensorflow": ["--strategy", "mirrored", "--num-devices", "2"],
+}
+# TensorFlow draws the dropout masks per replica (a replica of 1 row
+# draws other masks than one device of 2 rows), so its runs that change
+# the number of replicas equal each other only without dropout; JAX
+# draws the masks of the global batch.
+DROPOUT = {"jax": "0.1", "tensorflow": "0"}
+# Every wait on a child is bounded: a hang fails the test, never CI.
+TIMEOUT = 600
+# How long the processes wait for a lost one (KERAS_TXL_PEER_TIMEOUT).
+PEER_TIMEOUT = 30
+
+
+def _free_ports():
+    """A port `p` such that `p` and `p + 1` are free on localhost (JAX
+    takes `p`, TensorFlow's two workers both)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            port = probe.getsockname()[1]
+        try:
+            with socket.socket() as second:
+                second.bind(("localhost", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("No two consecutive free ports on localhost.")
+
+
+def _start(
+    backend, corpus, output, *extra, process=None, port=None, devices=None
+):
+    """`python -m keras_txl_cli train` in a fresh process: process
+    `process` of 2 on `port`, or alone (on `devices` CPU devices)."""
+    env = dict(
+        os.environ,
+        PYTHONPATH=REPO,
+        KERAS_BACKEND=backend,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        KERAS_TXL_PEER_TIMEOUT=str(PEER_TIMEOUT),
+    )
+    for key in list(env):
+        if key.startswith("KERAS_DISTRIBUTION_") or key in (
+            "XLA_FLAGS",
+            "TF_CONFIG",
+        ):
+            del env[key]
+    if process is not None and backend == "jax":
+        env["KERAS_DISTRIBUTION_JOB_ADDRESSES"] = f"localhost:{port}"
+        env["KERAS_DISTRIBUTION_NUM_PROCESSES"] = "2"
+        env["KERAS_DISTRIBUTION_PROCESS_ID"] = str(process)
+    elif process is not None:
+        env["TF_CONFIG"] = json.dumps(
+            {
+                "cluster": {
+                    "worker": [f"localhost:{port}", f"localhost:{port + 1}"]
+                },
+                "task": {"type": "worker", "index": process},
+            }
+        )
+    if devices and backend == "jax":
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    if devices:
+        extra = (*extra, *TWO_DEVICES[backend])
+    command = [sys.executable, "-m", "keras_txl_cli", "train", "--corpus"]
+    command += [corpus, "--output", output, *RUN, *extra]
+    command += ["--dropout", DROPOUT[backend]]
+    return subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _pair(backend, corpus, output, *extra):
+    port = _free_ports()
+    flags = PROCESSES[backend]
+    return [
+        _start(backend, corpus, output, *flags, *extra, process=p, port=port)
+        for p in (0, 1)
+    ]
+
+
+def _finish(processes, timeout=TIMEOUT):
+    """`[(status, stdout, stderr)]` of each process (killed if late)."""
+    results = []
+    for process in processes:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate(timeout=60)
+            err += "\n[killed: no exit within the timeout]"
+        results.append((process.returncode, out, err))
+    return results
+
+
+def _step(output):
+    path = os.path.join(output, "checkpoint", "state.json")
+    try:
+        with open(path) as file:
+            return json.load(file)["step"]
+    except (OSError, ValueError):
+        return None  # not there yet, or being replaced
+
+
+def _when_step(output, step, processes, timeout=TIMEOUT):
+    """Polls until `output`'s checkpoint reached `step`; returns it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reached = _step(output)
+        if reached is not None and reached >= step:
+            return reached
+        if any(p.poll() is not None for p in processes):
+            break
+        time.sleep(0.05)
+    for process in processes:
+        process.kill()
+    raise AssertionError(
+        f"{output} never reached step {step}: {_finish(processes, 60)}"
+    )
+
+
+def _losses(output):
+    with open(os.path.join(output, "metrics.json")) as file:
+        return np.array(json.load(file)["train_loss"])
+
+
+@pytest.fixture(scope="module", params=["jax", "tensorflow"])
+def runs(request, tmp_path_factory):
+    backend = request.param
+    folder = tmp_path_factory.mktemp(f"multi_process_{backend}")
+    corpus = str(folder / "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as file:
+        file.write(TEXT)
+    out = {name: str(folder / name) for name in "RBCD"}
+    report = {"out": out}
+    times = {}
+
+    started = time.monotonic()
+    report["whole"] = _finish(_pair(backend, corpus, out["R"]))
+    times["whole"] = time.monotonic() - started
+
+    # SIGTERM to process 1 alone: both stop at one step boundary (143).
+    started = time.monotonic()
+    pair = _pair(backend, corpus, out["B"])
+    _when_step(out["B"], 2, pair)
+    pair[1].send_signal(signal.SIGTERM)
+    report["term"] = _finish(pair)
+    report["term_step"] = _step(out["B"])
+    times["term"] = time.monotonic() - started
+    shutil.copytree(out["B"], out["C"])
+
+    # Resumed, then SIGKILL of process 1: process 0 stops by itself.
+    started = time.monotonic()
+    pair = _pair(backend, corpus, out["B"], "--resume")
+    _when_step(out["B"], report["term_step"] + 2, pair)
+    pair[1].kill()
+    killed = time.monotonic()
+    report["lost"] = _finish(pair)
+    report["lost_seconds"] = time.monotonic() - killed
+    report["kill_step"] = _step(out["B"])
+    times["kill"] = time.monotonic() - started
+
+    started = time.monotonic()
+    report["resumed"] = _finish(_pair(backend, corpus, out["B"], "--resume"))
+    times["resumed"] = time.monotonic() - started
+
+    # Elastic: 2 processes -> 1 process with 2 devices.
+    started = time.monotonic()
+    report["two_devices"] = _finish(
+        [_start(backend, corpus, out["C"], "--resume", devices=2)]
+    )
+    times["two_devices"] = time.monotonic() - started
+
+    # Elastic: 1 device -> 2 processes (JAX only: three TensorFlow
+    # processes more in CI for the path `--resume` on 2 devices takes).
+    if backend == "jax":
+        started = time.monotonic()
+        one = [_start(backend, corpus, out["D"])]
+        _when_step(out["D"], 3, one)
+        one[0].send_signal(signal.SIGTERM)
+        report["one_term"] = _finish(one)
+        report["one_step"] = _step(out["D"])
+        report["one_resumed"] = _finish(
+            _pair(backend, corpus, out["D"], "--resume")
+        )
+        times["one_to_two"] = time.monotonic() - started
+    report["times"] = times
+    print(json.dumps(times))
+    return report
+
+
+def _ok(results):
+    for status, _, err in results:
+        assert status == 0, err[-3000:]
+
+
+@pytest.mark.slow
+def test_documented_two_process_command_writes_one_run(runs):
+    """The documented command runs through `keras-txl train`; the two
+    processes write one run folder: its checkpoint one Orbax folder (both
+    processes' shards) named by `state.json`, nothing left beside it."""
+    _ok(runs["whole"])
+    output = runs["out"]["R"]
+    losses = _losses(output)
+    assert losses.shape == (STEPS,) and np.all(np.isfinite(losses))
+    assert np.ptp(losses) > 0.1  # the curve moves: no flat line
+    checkpoint = os.path.join(output, "checkpoint")
+    with open(os.path.join(checkpoint, "state.json")) as file:
+        state = json.load(file)
+    assert state["step"] == STEPS
+    # (JAX: one Orbax folder; TensorFlow: the chief's weights and
+    # every row's memory.)
+    assert sorted(os.listdir(checkpoint)) == sorted(
+        ["state.json", *state["files"].values()]
+    )
+    parent = os.path.dirname(output)
+    assert not [n for n in os.listdir(parent) if ".partial" in n]
+    # Both processes printed the same curve (one run, not two).
+    assert runs["whole"][0][1].count("Epoch 8/8") == 1
+    assert "Epoch 8/8" in runs["whole"][1][1]
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_process_stops_both_and_resumes_exactly(runs):
+    """SIGTERM to process 1 stops both at the same step (status 143, the
+    checkpoint of that step); after a SIGKILL of one process, the other
+    stops within the peer timeout, saying how to resume; resumed twice,
+    every step's loss is the uninterrupted run's (1e-6)."""
+    stopped = runs["term_step"]
+    assert 2 <= stopped < STEPS
+    for status, _, err in runs["term"]:
+        assert status == 143, err[-3000:]
+        assert f"after step {stopped} of {STEPS}" in err
+    status, _, err = runs["lost"][0]
+    assert status != 0 and runs["lost"][1][0] == -signal.SIGKILL
+    assert "a process of this run was lost" in err, err[-3000:]
+    assert "--resume" in err
+    # Lost within JAX's heartbeat timeout, with margin for a busy host.
+    assert runs["lost_seconds"] < PEER_TIMEOUT + 120
+    assert stopped < runs["kill_step"] < STEPS
+    _ok(runs["resumed"])
+    np.testing.assert_allclose(
+        _losses(runs["out"]["B"]), _losses(runs["out"]["R"]), atol=1e-6, rtol=0
+    )
+
+
+@pytest.mark.slow
+def test_resume_on_another_number_of_processes_and_devices(runs):
+    """2 processes -> 1 process with 2 devices, and 1 device -> 2
+    processes, the same global batch: each row's memory goes to the
+    device that holds the row now; the losses are the uninterrupted
+    run's (1e-5)."""
+    whole = _losses(runs["out"]["R"])
+    _ok(runs["two_devices"])
+    out = runs["two_devices"][0][1]
+    assert f"Resuming at step {runs['term_step']} of {STEPS}" in out
+    assert "1 of 2 streams on each of 2 replica(s)" in out
+    np.testing.assert_allclose(
+        _losses(runs["out"]["C"]), whole, atol=1e-5, rtol=0
+    )
+    if "one_term" not in runs:
+        return  # TensorFlow: 2 processes -> 1 process with 2 devices
+    assert runs["one_term"][0][0] == 143
+    assert 3 <= runs["one_step"] < STEPS
+    _ok(runs["one_resumed"])
+    np.testing.assert_allclose(
+        _losses(runs["out"]["D"]), whole, atol=1e-5, rtol=0
+    )
