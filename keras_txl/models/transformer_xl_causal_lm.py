@@ -476,12 +476,20 @@ class TransformerXLCausalLM(
         memory_length=None,
         segment_length=None,
         memory_start="empty",
+        memory=None,
+        return_memory=False,
         pad_to_bucket=True,
     ):
         """Per-token scores of a text of any length, as keras-hub's causal
         LMs' `score()`, read in segments with the memory carried (the
         paper's evaluation; see `keras_txl/models/transformer_xl_scoring.
         py`).
+
+        A text may come in pieces: `return_memory=True` returns the memory
+        after the text, and `memory=` starts from it. Scoring A, then B
+        with A's memory, gives the scores of scoring A and B joined in one
+        call (to float rounding, 1e-5) when the one call's segments split
+        at the same places: A's length a multiple of `segment_length`.
 
         Args:
             token_ids: int `(batch, N)`: the text, any `N`.
@@ -499,7 +507,17 @@ class TransformerXLCausalLM(
             memory_length: int >= 0 or `None` (the model's).
             segment_length: int >= 1 or `None` (64).
             memory_start: `"empty"` or `"zeros"`, as
-                `backbone.initial_memory(start=...)`.
+                `backbone.initial_memory(start=...)`, when no `memory` is
+                given.
+            memory: `None` or a memory dict to start from, one row per
+                text (what `score` or `generate` with `return_memory=True`,
+                `call_with_memory` or `backbone.initial_memory` return);
+                its slots are the memory length.
+            return_memory: bool. Also return the memory after the text
+                (rows of one length: no `padding_mask` with padding). The
+                memory is exact with `pad_to_bucket` (the padding never
+                enters it); a backbone that does not count tokens then
+                runs the last segment at its own length.
             pad_to_bucket: bool. True (default): a segment shorter than
                 `segment_length` (a short text, the last segment) runs
                 padded at its end to `bucket_length(n, segment_length)`
@@ -512,7 +530,8 @@ class TransformerXLCausalLM(
                 runs every segment at its own length.
 
         Returns:
-            The scores: `(batch, N, vocab)` or `(batch, N)`.
+            The scores: `(batch, N, vocab)` or `(batch, N)`; with
+            `return_memory=True`, `(scores, memory)`.
 
         Example:
 
@@ -527,6 +546,20 @@ class TransformerXLCausalLM(
         ...                   target_ids=ids[:, 1:], segment_length=100)
         >>> tuple(losses.shape)
         (1, 1000)
+
+        The same text in two pieces (the first a multiple of 100 long):
+
+        >>> first, memory = lm.score(
+        ...     ids[:, :600], scoring_mode="loss", target_ids=ids[:, 1:601],
+        ...     segment_length=100, return_memory=True,
+        ... )
+        >>> rest = lm.score(
+        ...     ids[:, 600:-1], scoring_mode="loss", target_ids=ids[:, 601:],
+        ...     segment_length=100, memory=memory,
+        ... )
+        >>> joined = np.concatenate([first, rest], axis=1)
+        >>> bool(np.allclose(joined, losses, atol=1e-5))
+        True
         """
         return score(
             self,
@@ -538,6 +571,8 @@ class TransformerXLCausalLM(
             memory_length=memory_length,
             segment_length=segment_length,
             memory_start=memory_start,
+            memory=memory,
+            return_memory=return_memory,
             pad_to_bucket=pad_to_bucket,
         )
 

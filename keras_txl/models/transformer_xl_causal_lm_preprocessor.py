@@ -56,7 +56,10 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
             another keras-hub tokenizer.
         sequence_length: int. Length of the packed examples.
         add_start_token: bool. Put the tokenizer's start token (if it has
-            one) before each string.
+            one) before each string, in training and in `generate` (where
+            keras-hub's own preprocessors always add it). Settable;
+            `generate(memory=...)` sets it False for its call, as a prompt
+            that follows a memory continues its text.
         add_end_token: bool. Put its end token (if any) after each string.
         **kwargs: other arguments of `keras_hub.models.Preprocessor`.
 
@@ -129,6 +132,16 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         )
         self.built = True
 
+    def _build_for_start(self):
+        """Builds, and gives the packer a start value only while
+        `add_start_token` is True: keras-hub's `generate_preprocess` adds
+        the packer's start value whatever `add_start_token` says
+        (`generate(memory=...)` sets it False, and so may a user)."""
+        if not self.built:
+            self.build(None)
+        start = self._start_token_id if self.add_start_token else None
+        self.packer.start_value = None if start is None else [start]
+
     @property
     def end_token_id(self):
         """The id that ends a string (and stops `generate` by default):
@@ -141,8 +154,7 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
     def _words(self, x):
         """`x` as the tokenizer takes it: text, or its whitespace words
         for a tokenizer of whole words."""
-        if not self.built:
-            self.build(None)
+        self._build_for_start()
         if not is_whole_word_tokenizer(self.tokenizer):
             return x
         eos = self._end_of_line
@@ -177,8 +189,7 @@ class TransformerXLCausalLMPreprocessor(keras_hub.models.CausalLMPreprocessor):
         )
 
     def generate_postprocess(self, x):
-        if not self.built:
-            self.build(None)
+        self._build_for_start()
         if not is_whole_word_tokenizer(self.tokenizer):
             return super().generate_postprocess(x)
         token_ids = keras.ops.convert_to_numpy(x["token_ids"])

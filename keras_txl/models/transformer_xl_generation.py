@@ -20,7 +20,12 @@ from keras_txl.models.causal_lm_bases import check_before_causal_lm
 from keras_txl.models.causal_lm_bases import check_host_attributes
 from keras_txl.models.memory_spec import check_memory_start
 from keras_txl.utils.tensor_values import is_concrete
+from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
+
+# `generate()`'s options that `generate_step` reads when it is traced:
+# `(memory_length, segment_length, memory_start, return_memory)`.
+GENERATE_DEFAULTS = (None, None, "empty", False)
 
 
 class TransformerXLGeneration:
@@ -68,11 +73,13 @@ class TransformerXLGeneration:
         memory_length=None,
         segment_length=None,
         memory_start="empty",
+        memory=None,
+        return_memory=False,
     ):
         """Generates tokens after prompts, reusing the memory.
 
-        The `keras_hub.models.CausalLM.generate()` of keras-hub, with two
-        more arguments. The prompt is run through the backbone in segments
+        The `keras_hub.models.CausalLM.generate()` of keras-hub, with more
+        arguments. The prompt is run through the backbone in segments
         of `segment_length` tokens, each attending to the memory of the
         ones before it; then every new token is ONE step of length 1 that
         attends to the memory: the cost of a token is `O(memory_length)`,
@@ -102,6 +109,24 @@ class TransformerXLGeneration:
         whole prefix at every step. A model without memory (length 0)
         generates with the whole context.
 
+        **A stream across calls.** `return_memory=True` also returns the
+        memory after each returned row, and `memory=` starts a call from
+        one: the prompt is then the text that follows the memory (a
+        preprocessor adds no start token). Every token of a call attends
+        to the `M` positions before it (`M` the memory's slots) whether
+        they were read in this call or an earlier one, so greedy
+        generation in two calls gives, token for token, the tokens of ONE
+        call on the first call's whole output followed by the second
+        prompt, with the same `memory_length` (exact for any `M`: the
+        window of `M` positions slides the same way; to float rounding,
+        which may flip a near tie). Rows stay separate: each row's memory
+        holds its own tokens, prompt and new ones up to and with its
+        stop token (or `max_length`), and its own `valid_length`. Beam
+        search returns the memory of the beam it returns. The memory is
+        computed by one more pass over the returned rows (about the cost
+        of reading them as a prompt). Backbones that generate through
+        their graph (compressive, ablations) take neither argument.
+
         Args:
             inputs: strings when a `preprocessor` is attached, or a dict
                 `{"token_ids", "padding_mask"}` of `(batch, max_length)`
@@ -113,21 +138,33 @@ class TransformerXLGeneration:
             stop_token_ids: `"auto"` (the preprocessor's end token: the
                 tokenizer's, `<eos>` for a tokenizer of whole words),
                 `None` or a tuple of token ids that end a row.
-            strip_prompt: bool. Return only the new tokens.
+            strip_prompt: bool. Return only the new tokens (the returned
+                memory holds the prompt too).
             memory_length: int >= 1 or `None`. Memory slots of the
                 generation; `None` uses the model's memory length (the
-                whole context, `max_length`, if it is 0).
+                whole context, `max_length`, if it is 0), or the slots of
+                `memory`.
             segment_length: int >= 1 or `None`. Length of the segments in
                 which the prompt is run; `None` uses 64.
             memory_start: `"empty"` (default) or `"zeros"`: the memory
-                before the prompt, as `backbone.initial_memory(start=...)`.
+                before the prompt, as `backbone.initial_memory(start=...)`,
+                when no `memory` is given.
                 `"zeros"` attends to `memory_length` zero vectors, as the
                 authors' TensorFlow code and HuggingFace do.
+            memory: `None` or a memory dict to continue from, one row per
+                prompt: what `generate(return_memory=True)`,
+                `score(return_memory=True)`, `call_with_memory` or
+                `backbone.initial_memory(batch_size)` return (keys of
+                `backbone.memory_spec`; at least 1 slot).
+            return_memory: bool. Also return the memory after each row.
 
         Returns:
             Like `keras_hub.models.CausalLM.generate()`: strings with a
             `preprocessor`, otherwise `{"token_ids", "padding_mask"}`
-            where `padding_mask` is False after a row's stop token.
+            where `padding_mask` is False after a row's stop token. With
+            `return_memory=True`, a tuple `(outputs, memory)`, `memory` a
+            dict of tensors `{"memory": (batch, num_layers, M,
+            hidden_dim), "valid_length": (batch,) int32}`.
 
         Example:
 
@@ -148,11 +185,29 @@ class TransformerXLGeneration:
         >>> out = lm.generate(prompt, stop_token_ids=None, memory_length=4)
         >>> out["token_ids"].shape, out["token_ids"][:, 0].tolist()
         ((2, 6), [5, 8])
+
+        The same stream in two calls, the memory carried between them:
+
+        >>> first = {"token_ids": np.array([[5, 6, 0], [8, 0, 0]]),
+        ...          "padding_mask": np.array([[1, 1, 0], [1, 0, 0]], bool)}
+        >>> out, memory = lm.generate(
+        ...     first, stop_token_ids=None, return_memory=True
+        ... )
+        >>> [int(v) for v in memory["valid_length"]]  # 3 tokens a row
+        [3, 3]
+        >>> then = {"token_ids": np.array([[7, 0, 0], [9, 0, 0]]),
+        ...         "padding_mask": np.array([[1, 0, 0], [1, 0, 0]], bool)}
+        >>> more, memory = lm.generate(
+        ...     then, stop_token_ids=None, memory=memory, return_memory=True
+        ... )
+        >>> [int(v) for v in memory["valid_length"]]  # 8 slots, full
+        [6, 6]
         """
         options = (
             check_optional_positive_int("memory_length", memory_length),
             check_optional_positive_int("segment_length", segment_length),
             check_memory_start(memory_start),
+            check_bool("return_memory", return_memory),
         )
         backbone = self.backbone
         if getattr(backbone, "compression_rate", 1) > 1:
@@ -163,6 +218,8 @@ class TransformerXLGeneration:
                 "with `call_with_memory` on such segments, or use a backbone "
                 "with compression_rate=1."
             )
+        if memory is not None or return_memory:
+            check_stream_arguments(self, inputs, memory, options)
         if isinstance(inputs, dict) and "padding_mask" in inputs:
             check_prompt_padding(inputs["padding_mask"])
         preprocessor = self.preprocessor
@@ -190,19 +247,56 @@ class TransformerXLGeneration:
                     memory_length=memory_length,
                     segment_length=segment_length,
                     memory_start=memory_start,
+                    memory=memory,
+                    return_memory=return_memory,
                 )
             finally:
                 self.preprocessor = preprocessor
-        if options != getattr(self, "_generate_options", (None, None, "empty")):
+        if options != getattr(self, "_generate_options", GENERATE_DEFAULTS):
             # The lengths are read when the generate function is traced.
             self._generate_options = options
             self.generate_function = None
-        return super().generate(
-            inputs,
+        arguments = dict(
             max_length=max_length,
             stop_token_ids=stop_token_ids,
             strip_prompt=strip_prompt,
         )
+        if memory is None and not return_memory:
+            return super().generate(inputs, **arguments)
+        return self._generate_stream(inputs, memory, return_memory, arguments)
+
+    def _generate_stream(self, inputs, memory, return_memory, arguments):
+        """keras-hub's `generate()`, its generate function given `memory`
+        (added to each preprocessed batch) and returning the memory after
+        each row (taken out of its outputs before keras-hub strips,
+        converts and detokenizes them). With a memory, the preprocessor
+        adds no start token: the prompt follows the memory's text."""
+        function = self.make_generate_function()
+        spec = self.backbone.memory_spec
+        memories = []
+
+        def generate_function(x, stop_token_ids=None):
+            if memory is not None:
+                check_memory_batch(self.backbone, memory, x["token_ids"])
+                x = {**x, **spec.cast(memory)}
+            outputs = dict(function(x, stop_token_ids=stop_token_ids))
+            if return_memory:
+                memories.append({key: outputs.pop(key) for key in spec.keys})
+            return outputs
+
+        preprocessor = self.preprocessor
+        add_start_token = None
+        if memory is not None and preprocessor is not None:
+            add_start_token = preprocessor.add_start_token
+            preprocessor.add_start_token = False
+        self.generate_function = generate_function
+        try:
+            outputs = super().generate(inputs, **arguments)
+        finally:
+            self.generate_function = function
+            if add_start_token is not None:
+                preprocessor.add_start_token = add_start_token
+        return (outputs, memories[0]) if return_memory else outputs
 
     def make_generate_function(self):
         """keras-hub's generation function; on TensorFlow, a `tf.function`
@@ -297,6 +391,18 @@ class TransformerXLGeneration:
             `(batch, T, vocab)`, `(batch, T, hidden)`, and the last `M`
             keys and values of each layer.
         """
+        x, cache, _ = self._key_value_layers(
+            token_ids, key_value_cache, position_keys, sliding_window
+        )
+        return self.compute_logits(x), x, cache
+
+    def _key_value_layers(
+        self, token_ids, key_value_cache, position_keys, sliding_window
+    ):
+        """The layers of `call_with_key_value_cache`: `(hidden_states,
+        new_key_value_cache, layer_inputs)`, where `layer_inputs` is the
+        input of every layer `[(batch, T, hidden)] * num_layers` (what a
+        memory holds)."""
         backbone = self.backbone
         valid_length = ops.cast(key_value_cache["valid_length"], "int32")
         memory_length = ops.shape(key_value_cache["key_values"][0])[1]
@@ -310,7 +416,9 @@ class TransformerXLGeneration:
             key = ops.arange(memory_length + segment_length, dtype="int32")
             window = (key[None, :] >= query)[None]  # (1, T, M + T)
         new_key_values = []
+        layer_inputs = []
         for i, block in enumerate(backbone.transformer_layers):
+            layer_inputs.append(x)
             memory = key_value_cache["key_values"][i]  # (b, M, 2 * h * hd)
             key_values = ops.concatenate(
                 [ops.cast(memory, x.dtype), block.key_values(x)], axis=1
@@ -328,7 +436,53 @@ class TransformerXLGeneration:
             )  # (batch, M, 2 * heads * head_dim): the last M
         valid_length = ops.minimum(valid_length + segment_length, memory_length)
         cache = {"key_values": new_key_values, "valid_length": valid_length}
-        return self.compute_logits(x), x, cache
+        return x, cache, layer_inputs
+
+    def _memory_after(self, token_ids, padding_mask, memory, key_value_cache):
+        """The memory after each row's tokens: `generate(return_memory=
+        True)`'s.
+
+        Every row's tokens (prompt and new ones: `padding_mask` True on
+        them, a prefix of the row) run once more, in one pass with the
+        window of `generate` sliding over them, from the memory the
+        generation started from (`memory`, states; `key_value_cache`, its
+        keys and values), and each row keeps the last `M` states ending
+        at its own last token. The tokens are those the sampler returned
+        (for beam search, the returned beam's), so the memory is theirs.
+
+        Args:
+            token_ids: int `(batch, T)`: the returned rows.
+            padding_mask: bool `(batch, T)`: True on each row's tokens.
+            memory: the memory dict the generation started from.
+            key_value_cache: `key_value_cache(memory)`.
+
+        Returns:
+            The memory dict of `backbone.memory_spec`, `M` slots.
+        """
+        spec = self.backbone.memory_spec
+        states = memory["memory"]  # (batch, L, M, hidden)
+        batch_size, num_layers, memory_length, hidden_dim = ops.shape(states)
+        _, _, layer_inputs = self._key_value_layers(
+            token_ids, key_value_cache, None, sliding_window=True
+        )
+        new_states = ops.stack(layer_inputs, axis=1)  # (batch, L, T, hidden)
+        joined = ops.concatenate(
+            [ops.cast(states, spec.dtype), ops.cast(new_states, spec.dtype)],
+            axis=2,
+        )  # (batch, L, M + T, hidden)
+        lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=-1)  # (b,)
+        # Row b's last M slots end at its last token, joined position
+        # M + lengths[b] - 1: they start at lengths[b].
+        slots = lengths[:, None] + ops.arange(memory_length, dtype="int32")
+        slots = ops.broadcast_to(
+            slots[:, None, :, None],
+            (batch_size, num_layers, memory_length, hidden_dim),
+        )  # (batch, L, M, hidden)
+        valid_length = ops.cast(memory["valid_length"], "int32") + lengths
+        return {
+            "memory": ops.take_along_axis(joined, slots, axis=2),
+            "valid_length": ops.minimum(valid_length, memory_length),
+        }
 
     def _generate_segment(self, token_ids, memory):
         """One backbone pass for generation: `(hidden, new_memory)`."""
@@ -344,20 +498,28 @@ class TransformerXLGeneration:
 
         Args:
             inputs: dict `{"token_ids", "padding_mask"}` of `(batch,
-                max_length)` tensors, prompts right-padded.
+                max_length)` tensors, prompts right-padded, and the keys
+                of a memory to start from (`generate(memory=...)`).
             stop_token_ids: tuple of token ids that end a row, or `None`.
 
         Returns:
             A dict `{"token_ids", "padding_mask"}` of `(batch, max_length)`
-            tensors.
+            tensors; with `generate(return_memory=True)`, also the memory
+            after each row (`_memory_after`).
         """
         token_ids = ops.cast(inputs["token_ids"], "int32")  # (batch, max_len)
         padding_mask = ops.cast(inputs["padding_mask"], "bool")
         batch_size, max_length = ops.shape(token_ids)
-        memory_length, segment_length, memory_start = getattr(
-            self, "_generate_options", (None, None, "empty")
+        memory_length, segment_length, memory_start, return_memory = getattr(
+            self, "_generate_options", GENERATE_DEFAULTS
         )
-        if memory_length is None:
+        # A memory to start from (`generate(memory=...)`): its slots are
+        # the memory length.
+        spec = self.backbone.memory_spec
+        given = {key: inputs[key] for key in spec.keys if key in inputs}
+        if given:
+            memory_length = given["memory"].shape[2]
+        elif memory_length is None:
             # The model's own memory: the cost of a token stays flat in
             # `max_length`. Without memory, the whole context.
             memory_length = self.carried_memory_length or max_length
@@ -368,11 +530,12 @@ class TransformerXLGeneration:
         # A memory of `memory_length` zero slots, empty (or, with
         # memory_start="zeros", attended to), and the compressed memory of
         # the backbone's (compressive with compression_rate=1).
-        memory = self.backbone.memory_spec.zeros(
+        memory = given or spec.zeros(
             batch_size,
             memory_length,
             valid_length=memory_length if memory_start == "zeros" else 0,
         )
+        start_memory = memory
         hidden_states = ops.zeros(
             (batch_size, max_length, self.backbone.hidden_dim),
             dtype=self.backbone.compute_dtype,
@@ -414,6 +577,7 @@ class TransformerXLGeneration:
         # whole segments, as they read text in training.
         if self.backbone.generates_from_key_values:
             memory = self.key_value_cache(memory)
+            start_cache = memory
             # The same for every new token: one token after the memory.
             position_keys = self._position_keys(1, memory_length)
             # And once per length of the prompt's segments.
@@ -487,7 +651,14 @@ class TransformerXLGeneration:
             )  # (batch, max_len)
             stops_before = ops.cumsum(is_stop, axis=-1) - is_stop
             padding_mask = stops_before == 0
-        return {"token_ids": token_ids, "padding_mask": padding_mask}
+        outputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+        if return_memory:
+            outputs.update(
+                self._memory_after(
+                    token_ids, padding_mask, start_memory, start_cache
+                )
+            )
+        return outputs
 
 
 def check_prompt_padding(padding_mask):
@@ -513,3 +684,81 @@ def check_prompt_padding(padding_mask):
             f"Every prompt needs at least one token; row {int(empty[0])} "
             "has none. Start it with a start or separator token."
         )
+
+
+def check_stream_arguments(lm, inputs, memory, options):
+    """Raises a `ValueError` (a `TypeError` for a dtype) unless
+    `generate(memory=..., return_memory=...)` can run: a backbone that
+    generates from its key/value cache, one batch of prompts, a memory
+    of the backbone's spec with at least one slot, and no other start.
+    The memory's batch is checked once the prompts are a batch
+    (`check_memory_batch`)."""
+    from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
+        TransformerXLCausalLMPreprocessor,
+    )
+
+    backbone = lm.backbone
+    if not backbone.generates_from_key_values:
+        raise ValueError(
+            "`memory` and `return_memory` need a backbone that generates "
+            "from its key/value cache (`TransformerXLBackbone`); "
+            f"{type(backbone).__name__} generates through its graph. Carry "
+            "its memory with `call_with_memory` instead."
+        )
+    if not isinstance(inputs, (dict, str, bytes, list, tuple)) and not (
+        hasattr(inputs, "shape")
+    ):
+        raise ValueError(
+            "`memory` and `return_memory` take the prompts as one batch "
+            "(strings, or a dict of token ids), one memory row per prompt. "
+            f"Received inputs of type {type(inputs).__name__}: generate "
+            "batch by batch, each with its own memory."
+        )
+    if memory is None:
+        return
+    memory_length, _, memory_start, _ = options
+    if memory_start != "empty":
+        raise ValueError(
+            "`memory_start` sets the memory of a generation without "
+            f"`memory`; received memory_start={memory_start!r} and a "
+            "`memory`. Drop one of them."
+        )
+    backbone.check_memory(memory)
+    slots = memory["memory"].shape[2]
+    if memory_length is not None and memory_length != slots:
+        raise ValueError(
+            f"`memory_length` ({memory_length}) must be the slots of "
+            f"`memory` ({slots}) when a `memory` is given. Drop "
+            "`memory_length`, or start a memory of that length with "
+            "`backbone.initial_memory(batch_size, memory_length=...)`."
+        )
+    if not slots:
+        raise ValueError(
+            "`memory` has 0 slots: it holds nothing to continue from. Pass "
+            "a memory of `memory_length >= 1` slots."
+        )
+    preprocessor = lm.preprocessor
+    if (
+        preprocessor is not None
+        and not isinstance(inputs, dict)
+        and not isinstance(preprocessor, TransformerXLCausalLMPreprocessor)
+    ):
+        raise ValueError(
+            "`generate(memory=...)` on strings needs a "
+            "`TransformerXLCausalLMPreprocessor`, which adds no start token "
+            "to a prompt that follows a memory (`add_start_token=False`). "
+            f"Received a {type(preprocessor).__name__}: pass token ids."
+        )
+
+
+def check_memory_batch(backbone, memory, token_ids):
+    """Raises a `ValueError` unless `memory` has one row per prompt."""
+    batch_size = token_ids.shape[0]
+    rows = memory["memory"].shape[0]
+    if rows != batch_size:
+        raise ValueError(
+            f"`memory` holds {rows} rows, and there are {batch_size} "
+            "prompts: pass the memory returned for the same rows (one row "
+            "per prompt), or `backbone.initial_memory(batch_size)`."
+        )
+    backbone.check_memory(memory, batch_size)

@@ -17,6 +17,7 @@ from keras import ops
 from keras_txl.utils.token_data import bucket_length
 from keras_txl.utils.token_data import check_right_padded
 from keras_txl.utils.token_data import check_token_ids
+from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 
 SCORING_MODES = ("logits", "loss")
@@ -35,6 +36,8 @@ def score(
     memory_length=None,
     segment_length=None,
     memory_start="empty",
+    memory=None,
+    return_memory=False,
     progress=None,
     pad_to_bucket=True,
 ):
@@ -47,10 +50,10 @@ def score(
         Others: see `TransformerXLCausalLM.score`.
 
     Returns:
-        Float32 logits `(batch, N, vocab)` or losses `(batch, N)`.
+        Float32 logits `(batch, N, vocab)` or losses `(batch, N)`; with
+        `return_memory=True`, `(scores, memory)`.
     """
     from keras_txl.models.memory_spec import check_memory_start
-    from keras_txl.utils.validation import check_bool
 
     if scoring_mode not in SCORING_MODES:
         raise ValueError(
@@ -82,19 +85,27 @@ def score(
     memory_length = check_optional_positive_int(
         "memory_length", memory_length, allow_zero=True
     )
-    if memory_length is None:
-        memory_length = lm.carried_memory_length
     segment_length = check_optional_positive_int(
         "segment_length", segment_length
     )
     if segment_length is None:
         segment_length = DEFAULT_SEGMENT_LENGTH
     memory_start = check_memory_start(memory_start)
+    return_memory = check_bool("return_memory", return_memory)
     pad_to_bucket = check_bool("pad_to_bucket", pad_to_bucket)
     batch_size, length = shape
-    memory = backbone.initial_memory(
-        batch_size, memory_length=memory_length, start=memory_start
-    )
+    if memory is None:
+        if memory_length is None:
+            memory_length = lm.carried_memory_length
+        memory = backbone.initial_memory(
+            batch_size, memory_length=memory_length, start=memory_start
+        )
+    else:
+        memory = _given_memory(
+            lm, memory, batch_size, memory_length, memory_start
+        )
+    if return_memory and padding_mask is not None:
+        _check_full_rows(padding_mask)
     loss = scoring_mode == "loss"
     if eager:
         step = _intercepted_step(lm, layer_intercept_fn, loss)
@@ -109,7 +120,7 @@ def score(
         segment_targets = None if targets is None else targets[:, start:end]
         pad = 0
         if pad_to_bucket and not eager:
-            pad = _padding(backbone, start, end, segment_length)
+            pad = _padding(backbone, start, end, segment_length, return_memory)
         if pad:
             # A shorter segment padded at its end to its bucket length,
             # which changes none of its scores and, with its token count,
@@ -128,19 +139,66 @@ def score(
         if progress is not None:
             progress(end, length)
     if eager:
-        return scores[0] if len(scores) == 1 else ops.concatenate(scores, 1)
-    return ops.convert_to_tensor(np.concatenate(scores, axis=1))
+        scores = scores[0] if len(scores) == 1 else ops.concatenate(scores, 1)
+    else:
+        scores = ops.convert_to_tensor(np.concatenate(scores, axis=1))
+    return (scores, memory) if return_memory else scores
 
 
-def _padding(backbone, start, end, segment_length):
+def _given_memory(lm, memory, batch_size, memory_length, memory_start):
+    """`score(memory=...)`'s memory, checked and cast: one row per text,
+    the backbone's spec, and no other start."""
+    backbone = lm.backbone
+    if memory_start != "empty":
+        raise ValueError(
+            "`memory_start` sets the memory of a text scored without "
+            f"`memory`; received memory_start={memory_start!r} and a "
+            "`memory`. Drop one of them."
+        )
+    backbone.check_memory(memory)
+    rows, slots = memory["memory"].shape[0], memory["memory"].shape[2]
+    if rows != batch_size:
+        raise ValueError(
+            f"`memory` holds {rows} rows, and `token_ids` {batch_size}: "
+            "pass the memory returned for the same texts (one row per "
+            "text), or `backbone.initial_memory(batch_size)`."
+        )
+    if memory_length is not None and memory_length != slots:
+        raise ValueError(
+            f"`memory_length` ({memory_length}) must be the slots of "
+            f"`memory` ({slots}) when a `memory` is given. Drop "
+            "`memory_length`."
+        )
+    backbone.check_memory(memory, batch_size)
+    return backbone.memory_spec.cast(memory)
+
+
+def _check_full_rows(padding_mask):
+    """Raises a `ValueError` if a row of a concrete `padding_mask` has
+    padding: `return_memory` keeps every row's memory after the same
+    number of tokens."""
+    mask = _host(padding_mask).astype(bool)
+    if not mask.all():
+        raise ValueError(
+            "`score(return_memory=True)` needs texts of one length (a "
+            "`padding_mask` all True): every row's memory holds the same "
+            "number of tokens. Score rows of different lengths one at a "
+            "time, or pass `padding_mask=None` for rows that are all text."
+        )
+
+
+def _padding(backbone, start, end, segment_length, return_memory):
     """How many ids pad the segment `[start, end)` of a compiled step:
     to `bucket_length(end - start, segment_length)` for a backbone that
     `counts_tokens` (exact, memory included); for the others, only a
-    last segment after a first, to `segment_length` (its scores are
-    exact, not the memory it leaves)."""
+    last segment after a first, to `segment_length`, and only when the
+    memory is not returned (its scores are exact, not the memory it
+    leaves)."""
     if backbone.counts_tokens:
         return bucket_length(end - start, segment_length) - (end - start)
-    return 0 if start == 0 else start + segment_length - end
+    if return_memory or start == 0:
+        return 0
+    return start + segment_length - end
 
 
 def _host(x):

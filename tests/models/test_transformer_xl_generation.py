@@ -344,3 +344,151 @@ def test_tensorflow_generation_is_compiled_with_xla():
         assert (function is lm.generate_step) is (
             keras.backend.backend() == "torch"
         )
+
+
+# === A stream across calls: `memory=` and `return_memory=` ===
+
+
+def _rows(outputs):
+    """Each returned row's tokens (`padding_mask` True), as lists."""
+    return [
+        row[keep].tolist()
+        for row, keep in zip(outputs["token_ids"], outputs["padding_mask"])
+    ]
+
+
+@pytest.mark.torch_ok
+def test_greedy_in_two_calls_equals_one_call_on_the_joined_text():
+    """Ragged rows (prompts of 3 and 6 tokens; row 1 stops early, at
+    token 37) with a memory of 12 slots, shorter than the text: the
+    window slides the same way in two calls as in one (compiled on JAX
+    and TensorFlow). The second call and the one call share a compiled
+    function: the same lengths, each from a memory."""
+    lm = generation_lm(seed=5, memory_length=12)
+    first, then = prompts_of([3, 6], seed=20), prompts_of([4, 2], seed=21)
+    out, memory = lm.generate(
+        padded(first, 12), stop_token_ids=(37,), return_memory=True
+    )
+    lengths = out["padding_mask"].sum(axis=1).tolist()
+    assert lengths == [12, 8], out  # the rows this test is about
+    valid = ops.convert_to_numpy(memory["valid_length"]).tolist()
+    assert valid == lengths
+    more, _ = lm.generate(
+        padded(then, 22),
+        stop_token_ids=None,
+        memory=memory,
+        return_memory=True,
+    )
+    joined = [row + prompt for row, prompt in zip(_rows(out), then)]
+    one, _ = lm.generate(
+        padded(joined, 22),
+        stop_token_ids=None,
+        memory=lm.backbone.initial_memory(2, 12),  # empty: the default
+        return_memory=True,
+    )
+    for row, length in enumerate(lengths):
+        np.testing.assert_array_equal(
+            one["token_ids"][row, length:],
+            more["token_ids"][row, : 22 - length],
+        )
+
+
+@pytest.mark.torch_ok
+def test_returned_memory_holds_each_row_of_the_returned_beam():
+    """Beam search (3 beams) on ragged rows (row 0 stops at token 25), a
+    memory longer than the rows: each row's memory is `call_with_memory`
+    on that row's tokens, prompt and new ones, the last included, so it
+    is the memory of the beam returned, whichever it is."""
+    beam = keras_hub.samplers.BeamSampler(num_beams=3)
+    lm = generation_lm(seed=10, memory_length=16, sampler=beam)
+    prompts = prompts_of([2, 5], seed=11)
+    out, memory = lm.generate(
+        padded(prompts, 11), stop_token_ids=(25,), return_memory=True
+    )
+    states = ops.convert_to_numpy(memory["memory"])
+    valid = ops.convert_to_numpy(memory["valid_length"]).tolist()
+    rows = _rows(out)
+    assert valid == [len(row) for row in rows] == [3, 7], out
+    for b, row in enumerate(rows):
+        _, expected = lm.call_with_memory(
+            np.array([row]), lm.backbone.initial_memory(1, 16)
+        )
+        expected = ops.convert_to_numpy(expected["memory"])[0]
+        np.testing.assert_allclose(
+            states[b, :, -len(row) :], expected[:, -len(row) :], atol=1e-4
+        )
+
+
+def test_a_prompt_after_a_memory_gets_no_start_token():
+    """On strings, the prompt that follows a memory is tokenized without
+    the start token (`<eos>` here): the same memory as its token ids.
+    (One compiled function: the same length and stop token each time.)"""
+    from keras_txl.models import TransformerXLTokenizer
+    from tests.tiny_models import tokenizer_lm
+
+    tokenizer = TransformerXLTokenizer(["<eos>", "<unk>", "a", "b", "c"])
+    lm = tokenizer_lm(tokenizer, memory_length=16, seed=3)
+    start = lm.backbone.initial_memory(1, 16)
+    _, memory = lm.generate(
+        "a b", max_length=6, memory=start, return_memory=True
+    )
+    text, after_text = lm.generate(
+        "c a", max_length=6, memory=memory, return_memory=True
+    )
+    out, after_ids = lm.generate(
+        padded([[4, 2]], 6),
+        stop_token_ids=(0,),
+        memory=memory,
+        return_memory=True,
+    )
+    assert lm.preprocessor.add_start_token  # as it was
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(after_text["valid_length"]),
+        ops.convert_to_numpy(after_ids["valid_length"]),
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(after_text["memory"]),
+        ops.convert_to_numpy(after_ids["memory"]),
+        atol=1e-6,
+    )
+    assert [text] == lm.preprocessor.generate_postprocess(out)
+
+
+def test_a_memory_that_does_not_fit_says_what_to_pass():
+    lm = generation_lm()
+    prompts = padded(prompts_of([3, 2]), 8)
+    backbone = lm.backbone
+
+    def generate(memory, **kwargs):
+        lm.generate(prompts, stop_token_ids=None, memory=memory, **kwargs)
+
+    memory = backbone.initial_memory(2)
+    states = memory["memory"]  # (2, 2, 8, 16)
+    for bad, error, message in [
+        (backbone.initial_memory(3), ValueError, "holds 3 rows.*2 prompts"),
+        ({"memory": states}, ValueError, "keys.*initial_memory"),
+        (
+            {**memory, "memory": np.zeros((2, 3, 8, 16), "float32")},
+            ValueError,
+            r"num_layers.*\(2, 3, 8, 16\)",
+        ),
+        (
+            {**memory, "memory": np.zeros((2, 2, 8, 5), "float32")},
+            ValueError,
+            r"hidden_dim.*\(2, 2, 8, 5\)",
+        ),
+        (
+            {**memory, "memory": np.zeros((2, 2, 8, 16), "int32")},
+            TypeError,
+            "float tensor",
+        ),
+        (backbone.initial_memory(2, 0), ValueError, "0 slots"),
+    ]:
+        with pytest.raises(error, match=message):
+            generate(bad)
+    with pytest.raises(ValueError, match=r"memory_length.*\(4\).*\(8\)"):
+        generate(memory, memory_length=4)
+    with pytest.raises(ValueError, match="memory_start='zeros'"):
+        generate(memory, memory_start="zeros")
+    with pytest.raises(ValueError, match="return_memory='yes'"):
+        generate(None, return_memory="yes")

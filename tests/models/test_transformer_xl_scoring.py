@@ -164,7 +164,7 @@ def test_right_padding_changes_no_score_before_it(lm):
 def test_texts_of_any_length_compile_one_step_per_bucket():
     # Segments of 16: texts of 1, 9 and 23 tokens give segments of 1, 9,
     # 16 and 7 tokens, run padded at their end to the buckets 8 and 16
-    # (`bucket_length`), with the scores of the unpadded segments.
+    # (`bucket_length`), with the scores and memory of the unpadded ones.
     lm = tiny_lm(
         backbone_class=SegmentLengthsBackbone,
         vocabulary_size=VOCABULARY_SIZE,
@@ -176,21 +176,26 @@ def test_texts_of_any_length_compile_one_step_per_bucket():
     for pad in (True, False):
         SEGMENT_LENGTHS.clear()
         runs[pad] = [
-            to_numpy(
-                lm.score(
-                    ids[:, :-1],
-                    scoring_mode="loss",
-                    target_ids=ids[:, 1:],
-                    segment_length=16,
-                    pad_to_bucket=pad,
-                )
+            lm.score(
+                ids[:, :-1],
+                scoring_mode="loss",
+                target_ids=ids[:, 1:],
+                segment_length=16,
+                pad_to_bucket=pad,
+                return_memory=True,
             )
             for ids in texts
         ]
         runs[pad, "lengths"] = list(SEGMENT_LENGTHS)
-    for padded, unpadded in zip(runs[True], runs[False]):
+    # The same scores, and the same memory after each text.
+    for (padded, memory), (unpadded, expected) in zip(runs[True], runs[False]):
         assert padded.shape == unpadded.shape
-        np.testing.assert_allclose(padded, unpadded, rtol=1e-6, atol=1e-6)
+        pairs = [(padded, unpadded)]
+        pairs += [(memory[key], expected[key]) for key in expected]
+        for got, want in pairs:
+            np.testing.assert_allclose(
+                to_numpy(got), to_numpy(want), rtol=1e-6, atol=1e-6
+            )
     padded, unpadded = runs[True, "lengths"], runs[False, "lengths"]
     if keras.config.backend() == "jax":
         # One compilation per bucket: max(1, ceil(log2(16)) - 2) = 2.
@@ -217,6 +222,54 @@ def test_texts_of_any_length_compile_one_step_per_bucket():
 def test_bad_arguments_say_what_to_fix(lm, kwargs, message):
     with pytest.raises(ValueError, match=message):
         lm.score(_ids((1, 4)), **kwargs)
+
+
+@pytest.mark.torch_ok
+def test_a_text_scored_in_two_calls_equals_one_call(lm):
+    """A (2 segments of 5), then B (7: a shorter last segment) with A's
+    memory: the scores of [A; B] in one call, per token, and the memory
+    after B that of `call_with_memory` on the same segments."""
+    ids = _ids((2, 18), seed=5)
+    text, targets = ids[:, :-1], ids[:, 1:]
+    kwargs = dict(scoring_mode="loss", segment_length=5)
+    first, memory = lm.score(
+        text[:, :10], target_ids=targets[:, :10], return_memory=True, **kwargs
+    )
+    rest, memory = lm.score(
+        text[:, 10:],
+        target_ids=targets[:, 10:],
+        memory=memory,
+        return_memory=True,
+        **kwargs,
+    )
+    joined = to_numpy(lm.score(text, target_ids=targets, **kwargs))
+    assert joined.shape[:2] == (2, 17)
+    two = np.concatenate([to_numpy(first), to_numpy(rest)], axis=1)
+    np.testing.assert_allclose(two, joined, atol=1e-5, rtol=0)
+    expected = lm.backbone.initial_memory(2)
+    for start in (0, 5, 10, 15):
+        _, expected = lm.call_with_memory(text[:, start : start + 5], expected)
+    for key in ("memory", "valid_length"):
+        np.testing.assert_allclose(
+            to_numpy(memory[key]), to_numpy(expected[key]), atol=1e-5
+        )
+
+
+def test_a_memory_that_does_not_fit_a_score_says_what_to_pass(lm):
+    ids = _ids((2, 4))
+    memory = lm.backbone.initial_memory(2)
+    for kwargs, message in [
+        ({"memory": lm.backbone.initial_memory(3)}, "holds 3 rows.*2"),
+        ({"memory": {"memory": memory["memory"]}}, "keys"),
+        ({"memory": memory, "memory_length": 4}, r"\(4\).*\(6\)"),
+        ({"memory": memory, "memory_start": "zeros"}, "memory_start"),
+        (
+            {"return_memory": True, "padding_mask": ids > 100},
+            "one length",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            lm.score(ids, **kwargs)
 
 
 def test_the_compiled_steps_do_not_keep_the_model_alive():
