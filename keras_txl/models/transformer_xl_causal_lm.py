@@ -28,6 +28,7 @@ from keras_txl.metrics.bits_per_character import BitsPerCharacter
 from keras_txl.models.carried_memory import CarriedMemory
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.per_token_loss import PerTokenLoss
+from keras_txl.models.piece_buckets import pads_to_bucket
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_backbone import check_vocabulary_layout
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
@@ -453,7 +454,7 @@ class TransformerXLCausalLM(
         batch_size = token_ids.shape[0]
         if memory is None:
             memory = self.backbone.initial_memory(batch_size)
-        if self.backbone._pads_to_bucket(pad_to_bucket, training):
+        if pads_to_bucket(self.backbone, pad_to_bucket, training):
             hidden_states, memory = self.backbone.call_with_memory(
                 token_ids, memory, pad_to_bucket=True
             )  # (batch, T, hidden)

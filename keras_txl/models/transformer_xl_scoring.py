@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 from keras import ops
 
-from keras_txl.utils.token_data import bucket_length
+from keras_txl.models.piece_buckets import bucket_length
 from keras_txl.utils.token_data import check_right_padded
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_bool
