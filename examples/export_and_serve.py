@@ -22,6 +22,10 @@ What this shows, top to bottom:
    loop over `ai-edge-litert`'s interpreter feeds a prompt and then
    generates greedily, one token per call, the memory carried (the
    `litert` extra). Keras, fed the same tokens, picks the same ones.
+5. The same streaming generation with **ONNX Runtime**: `lm.export(path,
+   format="onnx", segment_length=1)` writes a `model.onnx` whose outputs
+   `next_memory` and `next_valid_length` are the next call's `memory` and
+   `valid_length` (the `onnx` extra); Keras picks the same tokens again.
 
 Run it:
 
@@ -242,7 +246,6 @@ def generate_litert(lm, args, prompt):
     """Greedy generation of `args.generate` tokens after `prompt` (ids)
     from a `model.tflite` of one token per call; returns all the ids and
     the log-probabilities of every call `(calls, vocab)`."""
-    import keras
     import numpy as np
 
     from keras_txl.export import export_litert
@@ -266,25 +269,104 @@ def generate_litert(lm, args, prompt):
         name: np.zeros(details[name]["shape"], details[name]["dtype"])
         for name in ("memory", "valid_length")
     }
+
+    # The runtime's signature runner: inputs and outputs by name.
+    def run_step(token, state):
+        outputs = step(token_ids=token, **state)
+        next_state = {key: outputs[key] for key in ("memory", "valid_length")}
+        return outputs["logits"], next_state
+
+    return greedy_stream(lm, "litert", path, run_step, state, prompt, args)
+
+
+def greedy_stream(lm, runtime, path, run_step, state, prompt, args):
+    """Feeds `prompt` (ids) one token per call, then generates
+    `args.generate` tokens greedily, one per call, `state` (the memory)
+    carried: `run_step(token (1, 1) int32, state) -> (logits (1, 1,
+    vocab), next state)`. Prints the file's size (`path`), the time per
+    generated token and the text; returns all the ids and the
+    log-probabilities of every call `(calls, vocab)`."""
+    import keras
+    import numpy as np
+
+    num_tokens = args.generate
     tokens, log_probs, started = list(prompt), [], None
-    for k in range(len(prompt) + args.generate - 1):
+    for k in range(len(prompt) + num_tokens - 1):
         if k == len(prompt):
             started = time.time()  # time the generated tokens only
         token = np.asarray([[tokens[k]]], "int32")  # (1, 1)
-        outputs = step(token_ids=token, **state)
-        state = {key: outputs[key] for key in ("memory", "valid_length")}
-        log_probs.append(keras.ops.log_softmax(outputs["logits"][0, -1]))
+        logits, state = run_step(token, state)
+        log_probs.append(keras.ops.log_softmax(logits[0, -1]))
         if k >= len(prompt) - 1:  # past the prompt: pick the next token
-            tokens.append(int(np.argmax(outputs["logits"][0, -1])))
-    milliseconds = 1000 * (time.time() - started) / max(args.generate - 1, 1)
+            tokens.append(int(np.argmax(logits[0, -1])))
+    milliseconds = 1000 * (time.time() - started) / max(num_tokens - 1, 1)
     text = lm.preprocessor.tokenizer.detokenize(tokens[len(prompt) :])
     print(
-        f"litert:  {os.path.getsize(path) / 1e6:.2f} MB, "
-        f"{milliseconds:.2f} ms per generated token; {args.generate} "
+        f"{runtime + ':':8} {os.path.getsize(path) / 1e6:.2f} MB, "
+        f"{milliseconds:.2f} ms per generated token; {num_tokens} "
         f"greedy tokens: {str(text)!r}"
     )
     log_probs = np.stack([keras.ops.convert_to_numpy(x) for x in log_probs])
     return np.asarray(tokens, "int32"), log_probs
+
+
+# ---------------------------------------------------------------------------
+# 5. Streaming generation over an ONNX file (onnxruntime).
+# ---------------------------------------------------------------------------
+
+
+def generate_onnx(lm, args, prompt):
+    """Greedy generation of `args.generate` tokens after `prompt` (ids)
+    through ONNX Runtime, from a `model.onnx` of one token per call;
+    returns all the ids and the log-probabilities of every call `(calls,
+    vocab)`."""
+    import numpy as np
+
+    from keras_txl.export.onnx import onnx_session
+
+    path = lm.export(
+        os.path.join(os.path.dirname(args.output), "onnx"),
+        format="onnx",
+        segment_length=1,  # one token per call: generation
+        memory_length=args.memory_length,
+        overwrite=True,
+    )
+    session = onnx_session(path)  # CPUExecutionProvider
+    if session is None:
+        raise ImportError("Part 5 needs pip install 'keras-txl[onnx]'.")
+    memory = session.get_inputs()[1]  # ("batch", layers, M, hidden)
+    state = {  # one stream's empty memory: no valid slot yet
+        "memory": np.zeros((1, *memory.shape[1:]), "float32"),
+        "valid_length": np.zeros((1,), "int32"),
+    }
+
+    # The outputs `next_memory`, `next_valid_length` are the next call's
+    # `memory`, `valid_length` (an ONNX graph names each value once).
+    def run_step(token, state):
+        logits, memory, valid_length = session.run(
+            ["logits", "next_memory", "next_valid_length"],
+            {"token_ids": token, **state},
+        )
+        return logits, {"memory": memory, "valid_length": valid_length}
+
+    return greedy_stream(lm, "onnx", path, run_step, state, prompt, args)
+
+
+def check_against_keras(lm, args, prompt, tokens, served):
+    """Keras, fed the same tokens one by one with the same memory, gives
+    the same log-probabilities and picks the same token at every step."""
+    import numpy as np
+
+    expected = keras_log_probs(lm, tokens, 1, args.memory_length)
+    picked = np.argmax(expected[len(prompt) - 1 :], axis=-1)  # (generate,)
+    matches = int(np.sum(picked == tokens[len(prompt) :]))
+    difference = float(np.max(np.abs(served - expected)))
+    print(
+        f"keras:   picks the same token {matches}/{args.generate} times; "
+        f"largest log-probability difference {difference:.1e}"
+    )
+    assert matches == args.generate, (picked, tokens[len(prompt) :])
+    assert difference < 1e-4, difference
 
 
 def main(argv=None):
@@ -322,19 +404,12 @@ def main(argv=None):
     assert difference < 1e-4, difference
 
     prompt = ids[: args.segment_length]
-    tokens, served = generate_litert(lm, args, prompt)
-    # Keras, fed the same tokens one by one with the same memory, gives the
-    # same log-probabilities and picks the same token at every step.
-    expected = keras_log_probs(lm, tokens, 1, args.memory_length)
-    picked = np.argmax(expected[len(prompt) - 1 :], axis=-1)  # (generate,)
-    matches = int(np.sum(picked == tokens[len(prompt) :]))
-    generated_difference = float(np.max(np.abs(served - expected)))
-    print(
-        f"keras:   picks the same token {matches}/{args.generate} times; "
-        f"largest log-probability difference {generated_difference:.1e}"
-    )
-    assert matches == args.generate, (picked, tokens[len(prompt) :])
-    assert generated_difference < 1e-4, generated_difference
+    litert_tokens, served = generate_litert(lm, args, prompt)
+    check_against_keras(lm, args, prompt, litert_tokens, served)
+    onnx_tokens, served = generate_onnx(lm, args, prompt)
+    check_against_keras(lm, args, prompt, onnx_tokens, served)
+    # Both runtimes streamed the same text.
+    assert np.array_equal(onnx_tokens, litert_tokens)
     return difference
 
 

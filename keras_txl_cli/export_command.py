@@ -1,9 +1,10 @@
 """`keras-txl export`: a saved model as a TensorFlow SavedModel (or a
-LiteRT file) that serves without Keras or keras-txl, the memory an input
-and an output of its signature. Its flags import nothing heavy; `run`
-calls `keras_txl.export.export_main`.
+LiteRT or ONNX file) that serves without Keras or keras-txl, the memory
+an input and an output of its signature. Its flags import nothing heavy;
+`run` calls `keras_txl.export.export_main`.
 
-    keras-txl export DIR OUT_DIR [--any-segment-length] [--format litert]
+    keras-txl export DIR OUT_DIR [--any-segment-length]
+        [--format {litert,onnx}]
 """
 
 from keras_txl_cli.choices import integer
@@ -13,7 +14,8 @@ def add_parser(subparsers):
     """Adds `export` to `subparsers` (the `keras-txl` subcommands)."""
     parser = subparsers.add_parser(
         "export",
-        help="a TensorFlow SavedModel (or LiteRT file) with explicit memory",
+        help="a TensorFlow SavedModel (or LiteRT or ONNX file) with "
+        "explicit memory",
         description="Writes the model of MODEL_DIR as a TensorFlow "
         "SavedModel in OUT_DIR that plain TensorFlow serves, without "
         "Keras or keras-txl: serving_default(token_ids, memory, "
@@ -23,7 +25,10 @@ def add_parser(subparsers):
         "in OUT_DIR/assets/vocabulary.json (docs/serving.md). Runs under "
         "TensorFlow whatever KERAS_BACKEND is. Prints one line naming the "
         "signatures' inputs and outputs. --format litert writes "
-        "OUT_DIR/model.tflite for the LiteRT runtime instead.",
+        "OUT_DIR/model.tflite for the LiteRT runtime instead, --format "
+        "onnx OUT_DIR/model.onnx for ONNX Runtime (outputs logits, "
+        "next_memory, next_valid_length; any batch size), each checked "
+        "against the Keras model before it is written.",
     )
     parser.add_argument("model_dir", metavar="MODEL_DIR")
     parser.add_argument("out_dir", metavar="OUT_DIR")
@@ -50,10 +55,11 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--format",
-        choices=("saved_model", "litert"),
+        choices=("saved_model", "litert", "onnx"),
         default="saved_model",
-        help="a SavedModel directory (default), or OUT_DIR/model.tflite "
-        "for the LiteRT runtime (static shapes, builtin ops)",
+        help="a SavedModel directory (default), OUT_DIR/model.tflite "
+        "for the LiteRT runtime (static shapes, builtin ops), or "
+        "OUT_DIR/model.onnx for ONNX Runtime (the onnx extra)",
     )
     parser.add_argument(
         "--quantize",
@@ -88,7 +94,24 @@ def run(args):
     )
     if args.format == "saved_model":
         print(success_line(out_dir))
+    elif args.format == "onnx":
+        print(onnx_success_line(out_dir))
     return 0
+
+
+def onnx_success_line(out_dir):
+    """The line `keras-txl export --format onnx` prints once the file is
+    written: its path, its inputs and outputs (read from the file)."""
+    import os
+
+    import onnx
+
+    from keras_txl.export.onnx import ONNX_FILE
+    from keras_txl.export.onnx import describe
+
+    path = os.path.join(out_dir, ONNX_FILE)
+    model = onnx.load(path)
+    return f"Exported an ONNX file to {path}: {describe(model)}."
 
 
 def success_line(out_dir):

@@ -65,6 +65,14 @@ DEFERRED = {
     # `export_main(format="litert")`: the LiteRT writer builds on the
     # SavedModel's.
     ("keras_txl.export.saved_model", "keras_txl.export.litert"),
+    # `export_main(format="onnx")`: the ONNX writer builds on the
+    # SavedModel's (its checks, its TensorFlow child process).
+    ("keras_txl.export.saved_model", "keras_txl.export.onnx"),
+    # `export(format="onnx")` is `export_onnx`.
+    (
+        "keras_txl.models.transformer_xl_causal_lm",
+        "keras_txl.export.onnx",
+    ),
 }
 # Pairs `(importer, imported)` that rank alone would allow, with the reason
 # they may not: strategies know no model class (docs/design.md), so that

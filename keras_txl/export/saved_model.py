@@ -78,8 +78,9 @@ from keras_txl.utils.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
 INITIAL_MEMORY_SIGNATURE = "initial_memory"
-# `export_main`'s formats: a TensorFlow SavedModel, a LiteRT flatbuffer.
-EXPORT_FORMATS = ("saved_model", "litert")
+# `export_main`'s formats: a TensorFlow SavedModel, a LiteRT flatbuffer,
+# an ONNX file.
+EXPORT_FORMATS = ("saved_model", "litert", "onnx")
 
 
 def check_export_args(batch_size, segment_length, memory_length):
@@ -175,7 +176,7 @@ def export_saved_model(
     if keras.config.backend() != "tensorflow":
         with tempfile.TemporaryDirectory(prefix="keras_txl_export_") as tmp:
             lm.save(os.path.join(tmp, run_folder.MODEL_FILE))
-            _export_in_tensorflow_process(
+            export_in_tensorflow_process(
                 tmp,
                 path,
                 batch_size,
@@ -205,12 +206,13 @@ def export_main(
     any_segment_length=False,
     format="saved_model",
     quantize=None,
+    check=True,
 ):
     """Exports the model saved in `model_dir`, a keras-hub preset (or the
     `model.keras` of older runs) (the CLI's `keras-txl export MODEL_DIR
     OUT_DIR [--batch-size B] [--segment-length T | --any-segment-length]
-    [--memory-length M] [--format {saved_model,litert}] [--quantize int8]
-    [--overwrite]`).
+    [--memory-length M] [--format {saved_model,litert,onnx}] [--quantize
+    int8] [--overwrite]`).
 
     The model may have been trained and saved on any backend; it is loaded
     with `safe_mode=True`. Under a backend other than TensorFlow the export
@@ -222,7 +224,8 @@ def export_main(
             train` run, or of `keras-txl convert`), or that holds
             `model.keras`.
         out_dir: directory of the SavedModel (see `export_saved_model`),
-            or of `model.tflite` (`format="litert"`, see `export_litert`).
+            of `model.tflite` (`format="litert"`, see `export_litert`)
+            or of `model.onnx` (`format="onnx"`, see `export_onnx`).
         batch_size: int or `None` (default): any number of streams (one
             stream for `format="litert"`, whose shapes are static).
         segment_length: int or `None`: the run's segment length (from its
@@ -233,9 +236,11 @@ def export_main(
         any_segment_length: bool. Accept any segment length (e.g. a
             prompt, then steps of one token) instead of the run's. Not
             with `format="litert"`.
-        format: `"saved_model"` (default) or `"litert"`.
+        format: `"saved_model"` (default), `"litert"` or `"onnx"`.
         quantize: `None` or `"int8"`: the weights of a LiteRT export
             (see `export_litert`).
+        check: bool. Check an ONNX export with ONNX Runtime (see
+            `export_onnx`; the LiteRT export always checks itself).
 
     Returns:
         `out_dir`, as a string.
@@ -260,6 +265,11 @@ def export_main(
         )
     if litert and batch_size is None:
         batch_size = 1
+    if format == "onnx":
+        # Said here, before a TensorFlow child process is started for it.
+        from keras_txl.export.onnx import require_converter
+
+        require_converter()
     run = run_folder.read_run_config(model_dir)
     if segment_length is None and not any_segment_length:
         segment_length = run.get("segment_length")
@@ -289,7 +299,7 @@ def export_main(
         )
     out_dir = check_destination(out_dir, overwrite)
     if keras.config.backend() != "tensorflow":
-        _export_in_tensorflow_process(
+        export_in_tensorflow_process(
             model_dir,
             out_dir,
             batch_size,
@@ -299,6 +309,7 @@ def export_main(
             verbose,
             format,
             quantize,
+            check,
         )
         return out_dir
     tokenizer = None
@@ -325,6 +336,21 @@ def export_main(
             quantize=quantize,
             overwrite=overwrite,
             verbose=verbose,
+        )
+        return out_dir
+    if format == "onnx":
+        # Imported here: `onnx.py` builds on this module.
+        from keras_txl.export.onnx import export_onnx
+
+        export_onnx(
+            lm,
+            out_dir,
+            batch_size,
+            segment_length,
+            memory_length,
+            overwrite=overwrite,
+            verbose=verbose,
+            check=check,
         )
         return out_dir
     return export_saved_model(
@@ -373,7 +399,7 @@ except (ValueError, OSError) as error:
 """
 
 
-def _export_in_tensorflow_process(
+def export_in_tensorflow_process(
     model_dir,
     out_dir,
     batch_size,
@@ -383,10 +409,11 @@ def _export_in_tensorflow_process(
     verbose,
     format="saved_model",
     quantize=None,
+    check=True,
 ):
     """Runs `export_main` in a child process with
     `KERAS_BACKEND=tensorflow`; what it prints (the signatures with
-    `verbose`, a LiteRT export's check line) is printed here."""
+    `verbose`, a LiteRT or ONNX export's check line) is printed here."""
     package_root = os.path.dirname(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     )
@@ -406,6 +433,7 @@ def _export_in_tensorflow_process(
         any_segment_length=segment_length is None,
         format=format,
         quantize=quantize,
+        check=check,
     )
     command = [sys.executable, "-c", _CHILD_PROGRAM, json.dumps(arguments)]
     result = subprocess.run(command, env=env, capture_output=True, text=True)

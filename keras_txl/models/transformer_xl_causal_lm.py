@@ -696,17 +696,28 @@ class TransformerXLCausalLM(
         `keras_txl.export.export_saved_model` (see it for the signatures
         and `kwargs`; it runs from any backend). Keras's own export would
         trace the carried memory's path, whose serving function keeps a
-        state between calls; other formats are refused."""
-        if format != "tf_saved_model" or input_signature is not None:
+        state between calls.
+
+        `format="onnx"`: `filepath` is a directory that receives
+        `model.onnx`, the same inputs and outputs for ONNX Runtime
+        (`keras_txl.export.export_onnx`, which checks the file with ONNX
+        Runtime; the `onnx` extra). Other formats are refused."""
+        if format not in ("tf_saved_model", "onnx") or (
+            input_signature is not None
+        ):
             raise ValueError(
-                "TransformerXLCausalLM.export writes a SavedModel with the "
-                'memory as input and output (format="tf_saved_model", no '
-                f"input_signature); received format={format!r}"
+                "TransformerXLCausalLM.export writes a SavedModel "
+                '(format="tf_saved_model") or an ONNX file (format="onnx") '
+                "with the memory as input and output, and takes no "
+                f"input_signature; received format={format!r}"
                 + ("" if input_signature is None else ", an input_signature")
-                + ". For another format, export from "
-                "`keras_txl.export.export_saved_model`'s SavedModel."
+                + ". For LiteRT, use `keras_txl.export.export_litert`."
             )
-        # The writer lives in `keras_txl.export`, above the models.
+        # The writers live in `keras_txl.export`, above the models.
+        if format == "onnx":
+            from keras_txl.export.onnx import export_onnx
+
+            return export_onnx(self, filepath, verbose=bool(verbose), **kwargs)
         from keras_txl.export.saved_model import export_saved_model
 
         return export_saved_model(

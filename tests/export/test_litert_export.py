@@ -137,6 +137,6 @@ def test_litert_export_rejects_what_it_cannot_run(tmp_path):
         export_main(tmp_path, path, format="litert", any_segment_length=True)
     with pytest.raises(ValueError, match="--format litert"):
         export_main(tmp_path, path, quantize="int8")
-    with pytest.raises(ValueError, match="format='onnx'"):
-        export_main(tmp_path, path, format="onnx")
+    with pytest.raises(ValueError, match="format='tflite'"):
+        export_main(tmp_path, path, format="tflite")
     assert not path.exists()

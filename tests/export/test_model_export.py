@@ -68,9 +68,9 @@ def test_model_export_serves_the_explicit_memory(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"format": "onnx"}, {"input_signature": [object()]}]
+    "kwargs", [{"format": "tflite"}, {"input_signature": [object()]}]
 )
 def test_model_export_refuses_what_it_cannot_serve(tmp_path, kwargs):
-    with pytest.raises(ValueError, match="keras_txl.export.export_saved_model"):
+    with pytest.raises(ValueError, match="takes no input_signature"):
         tiny_lm().export(str(tmp_path / "out"), **kwargs)
     assert not (tmp_path / "out").exists()  # no export written
