@@ -22,11 +22,14 @@ from keras_txl.layers.relative_position_embedding import (
 from keras_txl.layers.transformer_xl_block import TransformerXLBlock
 from keras_txl.models.memory_spec import MemorySpec
 from keras_txl.models.memory_spec import check_memory_start
+from keras_txl.models.piece_buckets import call_padded
+from keras_txl.models.piece_buckets import counted_tokens
+from keras_txl.models.piece_buckets import pads_to_bucket
+from keras_txl.models.quantization_modes import check_quantize
 from keras_txl.utils.config_variants import drop_variant_arguments
 from keras_txl.utils.config_variants import saved_variant
 from keras_txl.utils.threefry_lowering import unroll_threefry_on_cpu
 from keras_txl.utils.token_data import check_token_ids
-from keras_txl.utils.token_data import pad_to_bucket as bucketed
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_float_policy
 from keras_txl.utils.validation import check_memory_dtype
@@ -309,17 +312,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         token embeddings, `i` for layer `i`'s output, which goes on and
         into the memory), as keras-hub's `score(layer_intercept_fn=...)`.
 
-        `inputs` may also hold `"token_count"`, int32 `(batch,)`: the
-        segment is padded at its end and only each row's first
-        `token_count` tokens are text. Their outputs are those of the
-        unpadded segment (the attention is causal: a token never sees
-        the ones after it) and only their states enter the next memory
-        (`MemoryCache`), so the outputs and the memory are those of the
-        unpadded rows; the outputs at the padded positions are to be
-        dropped. This is how `call_with_memory` and `score` run a piece
-        of any length at a few bucket lengths (`bucket_length`). The
-        functional graph (`call`, the SavedModel) takes no count. Only
-        backbones with `counts_tokens` (the paper's model) accept it.
+        `inputs` may hold `"token_count"` (`piece_buckets.py`).
 
         Args:
             inputs: dict `{"token_ids", **memory}`, as `call`'s, and
@@ -336,16 +329,7 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         """The outputs dict of the inputs dict: the functional graph, or
         eagerly through `call_with_intercept`."""
         intercept = layer_intercept_fn or (lambda x, unused_index: x)
-        # Only the valid tokens' states enter the memory (`MemoryCache`).
-        counted = {}
-        if inputs.get("token_count") is not None:
-            if not self.counts_tokens:
-                raise ValueError(
-                    f"{type(self).__name__} does not take `token_count` "
-                    "(padded segments): run each piece at its own length "
-                    "(`call_with_memory(..., pad_to_bucket=False)`)."
-                )
-            counted["token_count"] = inputs["token_count"]  # (batch,)
+        counted = counted_tokens(self, inputs)  # {"token_count"} or {}
         memory = inputs["memory"]  # (batch, L, M, hidden)
         valid_length = inputs["valid_length"]  # (batch,)
         read_memory = self._read_memory(memory)  # (batch, L, M, hidden)
@@ -425,9 +409,8 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     # attention (`TransformerXLCausalLM.generate_step` reads it); the
     # variants generate through their graph and set it to False.
     generates_from_key_values = True
-    # Whether `call_with_intercept` takes a `"token_count"` (segments
-    # padded to a bucket length: `call_with_memory`, `score`); the
-    # variants, whose memories are written otherwise, do not.
+    # Whether `call_with_intercept` takes a `"token_count"` (pieces
+    # padded to a bucket length); the variants' memories cannot.
     counts_tokens = True
 
     # === The explicit memory ===
@@ -488,24 +471,16 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     ):
         """Runs one segment and returns its output and the next memory.
 
-        A piece of a new length `T` costs a compilation of every
-        operation on JAX (about 2 s for a tiny model on a shared CPU;
-        TensorFlow and torch run eagerly and compile nothing). With
-        `pad_to_bucket`, the piece runs padded at its end to
-        `bucket_length(T)` (the next power of two, at least 8: pieces of
-        1 to `N` tokens compile at most `ceil(log2(N)) - 2` times), with
-        the same outputs and the same next memory as unpadded (only the
-        `T` tokens' states enter it; see `call_with_intercept`).
-
         Args:
             token_ids: int tensor `(batch, T)`.
             memory: dict from `initial_memory()` or the previous call;
                 `None` starts empty, at the default length.
             training: bool. Dropout is active only when True.
-            pad_to_bucket: bool or `None`. Pad the piece to its bucket
-                length; `None` (default) pads on JAX when not training
-                (for a backbone with `counts_tokens`). True needs
-                `training=False`.
+            pad_to_bucket: bool or `None`. Run the piece padded to
+                `bucket_length(T)`, with the same outputs and memory:
+                pieces of 1 to `N` tokens then compile at most `max(1,
+                ceil(log2(N)) - 2)` times on JAX (`piece_buckets.py`).
+                `None`: on JAX in inference, if `counts_tokens`.
 
         Returns:
             A tuple `(sequence_output, new_memory)`.
@@ -519,31 +494,10 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
             "token_ids": ops.cast(token_ids, "int32"),
             **self.memory_spec.cast(memory),
         }
-        if self._pads_to_bucket(pad_to_bucket, training):
-            length = token_ids.shape[1]
-            inputs["token_ids"], inputs["token_count"] = bucketed(token_ids)
-            outputs = self.call_with_intercept(inputs)
-            sequence_output = outputs["sequence_output"][:, :length]
-        else:
-            outputs = self(inputs, training=training)
-            sequence_output = outputs["sequence_output"]
-        return sequence_output, self.memory_spec.select(outputs)
-
-    def _pads_to_bucket(self, pad_to_bucket, training):
-        """Whether `call_with_memory` pads its piece (see there)."""
-        if pad_to_bucket is None:
-            return (
-                keras.config.backend() == "jax"
-                and not training
-                and self.counts_tokens
-            )
-        pad_to_bucket = check_bool("pad_to_bucket", pad_to_bucket)
-        if pad_to_bucket and training:
-            raise ValueError(
-                "`pad_to_bucket=True` runs a padded piece in inference; "
-                "with `training=True` pass `pad_to_bucket=False` (or None)."
-            )
-        return pad_to_bucket
+        if pads_to_bucket(self, pad_to_bucket, training):
+            return call_padded(self, inputs)
+        outputs = self(inputs, training=training)
+        return outputs["sequence_output"], self.memory_spec.select(outputs)
 
     # === Sharding, LoRA, quantization ===
 
@@ -775,51 +729,6 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
                 return variant.from_config(config)
             config = drop_variant_arguments(config, variants)
         return super().from_config(config)
-
-
-# Keras's quantization modes that these models compute correctly: the
-# `Dense`, `EinsumDense` and `Embedding` layers quantize their own weights
-# and every layer here reads them through their calls. GPTQ and AWQ
-# calibrate a block on the previous block's outputs alone, and a
-# Transformer-XL block also needs its memory and position embeddings.
-QUANTIZATION_MODES = ("int8", "int4", "float8")
-
-
-def check_quantize(model, mode, config):
-    """Raises a `ValueError` if `model.quantize(mode, config=config)`
-    cannot give correct numbers, before any layer changes (Keras checks a
-    layer only when it reaches it, so a refusal half-way would leave some
-    layers quantized). Returns the mode (from `config` when `mode` is
-    `None`)."""
-    if mode is None and config is not None:
-        mode = getattr(config, "mode", None)
-    if mode in ("gptq", "awq"):
-        raise ValueError(
-            f"keras-txl models do not support quantize(mode={mode!r}): it "
-            "calibrates each block on the previous block's outputs alone, "
-            "and a Transformer-XL block also needs its memory and the "
-            f"relative position embeddings. Use one of {QUANTIZATION_MODES}."
-        )
-    if mode not in QUANTIZATION_MODES:
-        raise ValueError(
-            f"`mode` must be one of {list(QUANTIZATION_MODES)}. Received: "
-            f"mode={mode!r}"
-        )
-    if model.quantization_mode is not None or any(
-        weight.path.endswith(("kernel_scale", "embeddings_scale"))
-        for weight in model.weights
-    ):
-        raise ValueError(
-            f"{model.name} is already quantized. Quantize a float model "
-            f"once. Received: mode={mode!r}"
-        )
-    if mode == "int8" and model.compute_dtype == "float16":
-        raise ValueError(
-            "quantize(mode='int8') does not work well with the compute "
-            "dtype float16: load the model under 'mixed_bfloat16' or "
-            "'mixed_float16' first."
-        )
-    return mode
 
 
 def lora_enabled(model):

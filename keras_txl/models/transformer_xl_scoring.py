@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 from keras import ops
 
-from keras_txl.utils.token_data import bucket_length
+from keras_txl.models.piece_buckets import bucket_length
 from keras_txl.utils.token_data import check_right_padded
 from keras_txl.utils.token_data import check_token_ids
 from keras_txl.utils.validation import check_bool
@@ -120,13 +120,11 @@ def score(
         segment_targets = None if targets is None else targets[:, start:end]
         pad = 0
         if pad_to_bucket and not eager:
-            pad = _padding(backbone, start, end, segment_length)
-        if pad and (backbone.counts_tokens or not return_memory):
+            pad = _padding(backbone, start, end, segment_length, return_memory)
+        if pad:
             # A shorter segment padded at its end to its bucket length,
             # which changes none of its scores and, with its token count,
             # not the memory: a few compilations for pieces of any length.
-            # (A backbone that does not count tokens would keep the
-            # padding in a returned memory: it runs unpadded then.)
             segment = np.pad(segment, [(0, 0), (0, pad)])
             if segment_targets is not None:
                 segment_targets = np.pad(segment_targets, [(0, 0), (0, pad)])
@@ -189,15 +187,18 @@ def _check_full_rows(padding_mask):
         )
 
 
-def _padding(backbone, start, end, segment_length):
+def _padding(backbone, start, end, segment_length, return_memory):
     """How many ids pad the segment `[start, end)` of a compiled step:
     to `bucket_length(end - start, segment_length)` for a backbone that
     `counts_tokens` (exact, memory included); for the others, only a
-    last segment after a first, to `segment_length` (its scores are
-    exact, not the memory it leaves)."""
+    last segment after a first, to `segment_length`, and only when the
+    memory is not returned (its scores are exact, not the memory it
+    leaves)."""
     if backbone.counts_tokens:
         return bucket_length(end - start, segment_length) - (end - start)
-    return 0 if start == 0 else start + segment_length - end
+    if return_memory or start == 0:
+        return 0
+    return start + segment_length - end
 
 
 def _host(x):

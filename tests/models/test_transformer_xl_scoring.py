@@ -164,7 +164,7 @@ def test_right_padding_changes_no_score_before_it(lm):
 def test_texts_of_any_length_compile_one_step_per_bucket():
     # Segments of 16: texts of 1, 9 and 23 tokens give segments of 1, 9,
     # 16 and 7 tokens, run padded at their end to the buckets 8 and 16
-    # (`bucket_length`), with the scores of the unpadded segments.
+    # (`bucket_length`), with the scores and memory of the unpadded ones.
     lm = tiny_lm(
         backbone_class=SegmentLengthsBackbone,
         vocabulary_size=VOCABULARY_SIZE,
@@ -176,21 +176,26 @@ def test_texts_of_any_length_compile_one_step_per_bucket():
     for pad in (True, False):
         SEGMENT_LENGTHS.clear()
         runs[pad] = [
-            to_numpy(
-                lm.score(
-                    ids[:, :-1],
-                    scoring_mode="loss",
-                    target_ids=ids[:, 1:],
-                    segment_length=16,
-                    pad_to_bucket=pad,
-                )
+            lm.score(
+                ids[:, :-1],
+                scoring_mode="loss",
+                target_ids=ids[:, 1:],
+                segment_length=16,
+                pad_to_bucket=pad,
+                return_memory=True,
             )
             for ids in texts
         ]
         runs[pad, "lengths"] = list(SEGMENT_LENGTHS)
-    for padded, unpadded in zip(runs[True], runs[False]):
+    # The same scores, and the same memory after each text.
+    for (padded, memory), (unpadded, expected) in zip(runs[True], runs[False]):
         assert padded.shape == unpadded.shape
-        np.testing.assert_allclose(padded, unpadded, rtol=1e-6, atol=1e-6)
+        pairs = [(padded, unpadded)]
+        pairs += [(memory[key], expected[key]) for key in expected]
+        for got, want in pairs:
+            np.testing.assert_allclose(
+                to_numpy(got), to_numpy(want), rtol=1e-6, atol=1e-6
+            )
     padded, unpadded = runs[True, "lengths"], runs[False, "lengths"]
     if keras.config.backend() == "jax":
         # One compilation per bucket: max(1, ceil(log2(16)) - 2) = 2.
