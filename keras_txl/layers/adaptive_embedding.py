@@ -2,6 +2,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -174,7 +175,7 @@ class AdaptiveEmbedding(keras.layers.Layer):
             self.add_weight(
                 name=f"embeddings_{i}",
                 shape=shape,
-                initializer=self.embeddings_initializer,
+                initializer=fresh_initializer(self.embeddings_initializer),
             )
             for i, shape in enumerate(tables)
         ]
@@ -184,7 +185,7 @@ class AdaptiveEmbedding(keras.layers.Layer):
                 self.add_weight(
                     name=f"projection_{i}",
                     shape=(dim, self.output_dim),
-                    initializer=self.projection_initializer,
+                    initializer=fresh_initializer(self.projection_initializer),
                 )
                 for i, (_, dim) in enumerate(tables)
             ]

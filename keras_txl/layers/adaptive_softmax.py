@@ -7,6 +7,7 @@ from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.adaptive_embedding import check_div_val
 from keras_txl.layers.adaptive_embedding import cluster_bounds
 from keras_txl.layers.adaptive_embedding import cluster_layout
+from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -321,7 +322,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
                 self.add_weight(
                     name=f"kernel_{i}",
                     shape=shape,
-                    initializer=self.kernel_initializer,
+                    initializer=fresh_initializer(self.kernel_initializer),
                 )
                 for i, shape in enumerate(tables)
             ]
@@ -329,7 +330,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
             self.add_weight(
                 name=f"bias_{i}",
                 shape=shape[:1],
-                initializer=self.bias_initializer,
+                initializer=fresh_initializer(self.bias_initializer),
             )
             for i, shape in enumerate(tables)
         ]
@@ -343,7 +344,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
                 else self.add_weight(
                     name=f"projection_{i}",
                     shape=(dim, input_dim),
-                    initializer=self.kernel_initializer,
+                    initializer=fresh_initializer(self.kernel_initializer),
                 )
                 for i, dim in enumerate(dims)
             ]
@@ -351,12 +352,12 @@ class AdaptiveSoftmax(keras.layers.Layer):
             self.cluster_kernel = self.add_weight(
                 name="cluster_kernel",
                 shape=(len(self.cutoffs), self.embedding_dim),
-                initializer=self.kernel_initializer,
+                initializer=fresh_initializer(self.kernel_initializer),
             )
             self.cluster_bias = self.add_weight(
                 name="cluster_bias",
                 shape=(len(self.cutoffs),),
-                initializer=self.bias_initializer,
+                initializer=fresh_initializer(self.bias_initializer),
             )
         self.built = True
 

@@ -6,6 +6,7 @@ import numpy as np
 from keras import ops
 
 from keras_txl.layers.packed_dropout import PackedDropout
+from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import dtype_name
@@ -415,7 +416,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         layer = keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=fresh_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -431,7 +432,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         self.position_dense = keras.layers.EinsumDense(
             "kd,dnh->knh",
             output_shape=(heads, head_dim),
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=fresh_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="position",
         )
@@ -443,7 +444,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             self.add_weight(
                 name=name,
                 shape=(heads, head_dim),
-                initializer=self.bias_initializer,
+                initializer=fresh_initializer(self.bias_initializer),
             )
             for name in ("content_bias", "position_bias")
         )
