@@ -99,19 +99,22 @@ def test_no_two_weights_start_equal(sizes):
     # value kernels, the layers, the clusters are not copies of each other.
     lm = tiny_lm(tie_weights=False, build=True, **sizes)
     drawn = [
-        (w.path, to_numpy(w))
+        (w.path, to_numpy(w).ravel())
         for w in lm.weights
         if np.ptp(to_numpy(w)) > 0  # not a constant start (zeros, ones)
     ]
     # q, k, v, position, output, two feed-forward kernels per layer.
     assert len(drawn) >= 7 * len(lm.backbone.transformer_layers)
-    equal = [
+    # One seed gives weights of any shape the same first values (JAX's
+    # and TensorFlow's counter-based generators): the adaptive clusters'
+    # kernels and projections, of other shapes each, start so.
+    same_seed = [
         (a, b)
         for i, (a, x) in enumerate(drawn)
         for b, y in drawn[i + 1 :]
-        if x.shape == y.shape and np.array_equal(x, y)
+        if np.array_equal(x[:4], y[:4])
     ]
-    assert not equal, equal
+    assert not same_seed, same_seed
 
 
 @pytest.mark.parametrize("tie_weights", [True, False])
