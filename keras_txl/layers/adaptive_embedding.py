@@ -109,7 +109,9 @@ class AdaptiveEmbedding(keras.layers.Layer):
         div_val: int >= 1. Cluster `i` has width
             `embedding_dim // div_val**i`.
         embeddings_initializer: initializer of the tables.
-        projection_initializer: initializer of the projections.
+        projection_initializer: initializer of the projections. Each
+            weight draws its own values, unless an initializer has an
+            integer seed (`keras_txl/utils/initializers.py`).
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:

@@ -152,7 +152,9 @@ class AdaptiveSoftmax(keras.layers.Layer):
             column of each tail cluster (see above).
         kernel_initializer: initializer of the untied kernels,
             projections and of `cluster_kernel`.
-        bias_initializer: initializer of the biases.
+        bias_initializer: initializer of the biases. Each weight draws
+            its own values, unless an initializer has an integer seed
+            (`keras_txl/utils/initializers.py`).
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:

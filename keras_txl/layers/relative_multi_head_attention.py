@@ -252,7 +252,11 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             `M + 1` keys, from key `i` to itself (the mask of their
             TensorFlow code, which evaluated the released checkpoints).
         kernel_initializer: initializer of the projections.
-        bias_initializer: initializer of `u` and `v`.
+        bias_initializer: initializer of `u` and `v`. Each weight draws
+            its own values from an initializer without a seed or seeded
+            by a `keras.random.SeedGenerator`; an integer seed repeats
+            its values in every weight, as in Keras
+            (`keras_txl/utils/initializers.py`).
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:

@@ -49,6 +49,8 @@ class TransformerXLBlock(keras.layers.Layer):
             (1e-5, the PyTorch default, matches the authors' code).
         kernel_initializer: initializer of every kernel.
         bias_initializer: initializer of `u` and `v` of the attention.
+            Each weight draws its own values, unless an initializer has
+            an integer seed (`keras_txl/utils/initializers.py`).
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:

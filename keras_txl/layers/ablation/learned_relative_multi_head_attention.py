@@ -56,6 +56,8 @@ class LearnedRelativeMultiHeadAttention(RelativeMultiHeadAttention):
             the same number of keys (see `RelativeMultiHeadAttention`).
         kernel_initializer: initializer of the projections.
         embeddings_initializer: initializer of the distance embeddings.
+            Each weight draws its own values, unless an initializer has
+            an integer seed (`keras_txl/utils/initializers.py`).
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
