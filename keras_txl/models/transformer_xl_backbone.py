@@ -771,10 +771,4 @@ def check_quantize(model, mode, config):
             f"{model.name} is already quantized. Quantize a float model "
             f"once. Received: mode={mode!r}"
         )
-    if mode == "int8" and model.compute_dtype == "float16":
-        raise ValueError(
-            "quantize(mode='int8') does not work well with the compute "
-            "dtype float16: load the model under 'mixed_bfloat16' or "
-            "'mixed_float16' first."
-        )
     return mode
