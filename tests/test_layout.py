@@ -208,3 +208,30 @@ def test_the_api_site_lists_every_public_name():
         )
         assert sorted(members) == sorted(_package_all(package)), package
 
+
+# A citation of a section of the docs in the code: `docs/NAME.md,
+# "Heading"` (or the heading's start), across line breaks and comments.
+CITATION = re.compile(r'(docs/[\w/.-]+\.md),? "([^"]+)"')
+
+
+def test_the_docs_sections_the_code_cites_exist():
+    """Each `(docs/x.md, "Heading")` in the library, the command and the
+    benchmarks names a heading of that document (or its start)."""
+    files = [
+        p
+        for folder in ("keras_txl", "keras_txl_cli", "benchmarks")
+        for p in _python_files(folder)
+    ]
+    cited, missing = 0, []
+    for path in files:
+        text = re.sub(r"\s*\n\s*(#\s*)?", " ", path.read_text("utf-8"))
+        for doc, heading in CITATION.findall(text):
+            cited += 1
+            lines = (REPO / doc).read_text("utf-8").splitlines()
+            headings = [
+                line.lstrip("#").strip() for line in lines if line[:1] == "#"
+            ]
+            if not any(h.startswith(heading) for h in headings):
+                missing.append(f"{path.relative_to(REPO)}: {doc}, {heading}")
+    assert cited > 3
+    assert not missing, missing
