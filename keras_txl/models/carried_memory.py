@@ -38,6 +38,7 @@ import numpy as np
 from keras import ops
 
 from keras_txl.models.memory_reset import MemoryReset
+from keras_txl.models.train_function import build_optimizer_first
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
 from keras_txl.models.transformer_xl_backbone import lora_enabled
 from keras_txl.utils.token_data import check_token_data
@@ -356,6 +357,13 @@ class CarriedMemory:
         return super().fit(
             **self._carried_memory_arguments(super().fit, args, kwargs)
         )
+
+    def make_train_function(self, force=False):
+        """Keras's, with the optimizer built before the train step's
+        first trace: TensorFlow traces it once instead of twice
+        (`build_optimizer_first`)."""
+        build_optimizer_first(self)
+        return super().make_train_function(force=force)
 
     def evaluate(self, *args, **kwargs):
         """`evaluate`, carrying the memory from batch to batch from an
