@@ -1,8 +1,8 @@
 import keras
 from keras import ops
 
+from keras_txl.models.carried_memory import build_optimizer_first
 from keras_txl.models.carried_memory import prepare_memory_carry
-from keras_txl.models.train_function import build_optimizer_first
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils.validation import check_positive_int
 

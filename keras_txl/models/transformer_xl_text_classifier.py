@@ -8,7 +8,7 @@ import keras
 import keras_hub
 from keras import ops
 
-from keras_txl.models.train_function import build_optimizer_first
+from keras_txl.models.carried_memory import build_optimizer_first
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_text_classifier_preprocessor import (
     TransformerXLTextClassifierPreprocessor,
