@@ -85,12 +85,13 @@ class ReplicaStrategy:
         if global_batch_size % self.num_replicas:
             low = global_batch_size // self.num_replicas * self.num_replicas
             high = low + self.num_replicas
+            batches = f"{low} or {high}" if low else f"{high}"
             raise ValueError(
                 f"The global batch size ({global_batch_size}) must be a "
                 f"multiple of the number of replicas ({self.num_replicas}, "
                 f"strategy {self.name!r}): every replica carries the memory "
-                "of the same number of streams of text. Use a global batch "
-                f"of {low or high} or {high}."
+                f"of the same number of streams of text. Use a global batch "
+                f"of {batches}."
             )
         return global_batch_size // self.num_replicas
 

@@ -1,11 +1,14 @@
 """Evaluation in bits per character and perplexity, with any memory."""
 
+import contextlib
 import math
 
 from keras_txl.utils.validation import check_optional_positive_int
 
 
-def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
+def evaluate_bpc(
+    lm, dataset, memory_length=None, steps=None, verbose=0, strategy=None
+):
     """Bits per character and perplexity of `lm` on ordered segments,
     carrying a memory of `memory_length` from batch to batch.
 
@@ -23,6 +26,12 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
             length.
         steps: optional number of batches.
         verbose: Keras verbosity of `evaluate`.
+        strategy: optional `keras_txl.distribute.ReplicaStrategy` (the
+            one `lm` was trained in): its replicas share the streams as
+            in training, each carrying the memory of its rows, and the
+            result is that of one device. The dataset's batch must be a
+            multiple of the replicas (else a `ValueError` names the
+            batches that split).
 
     Returns:
         A dict: `memory_length`, `loss` (mean negative log-likelihood per
@@ -49,12 +58,21 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
     )
     if memory_length is None:
         memory_length = lm.carried_memory_length
-    model = lm.with_memory_length(memory_length)
-    if not model.compiled:
-        model.compile()
-    logs = model.evaluate(
-        dataset, steps=steps, verbose=verbose, return_dict=True
-    )
+    scope = contextlib.nullcontext()
+    if strategy is not None:
+        # The training path's placement: replica `r` gets rows
+        # `[r * b, (r + 1) * b)` of every batch and, the copy being made
+        # in the scope, carries their memory (`CarriedMemory.evaluate`
+        # builds it for the replica's rows).
+        dataset = strategy.distribute_dataset(dataset)
+        scope = strategy.scope()
+    with scope:
+        model = lm.with_memory_length(memory_length)
+        if not model.compiled:
+            model.compile()
+        logs = model.evaluate(
+            dataset, steps=steps, verbose=verbose, return_dict=True
+        )
     loss = float(logs["loss"])
     return {
         "memory_length": memory_length,

@@ -402,7 +402,8 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
     """`--strategy S --num-devices 2` (S: `mirrored` on TensorFlow,
     `jax-data-parallel` on JAX) on 2 CPU devices: each replica trains one
     of the 2 streams, and every step's loss is that of one device (steps
-    1-3 before the stop, 4 after `--resume`), as is the validation."""
+    1-3 before the stop, 4 after `--resume`), as is the validation (its
+    one stream, which 2 replicas cannot share, read on one device)."""
     strategy, report = two_device_report
     on_two = f"1 of 2 streams on each of 2 replica(s), strategy '{strategy}'"
     stopped = report["stopped"]
@@ -425,6 +426,11 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
     assert single[0] - single[-1] > 0.1  # the model learns: not flat lines
     assert metrics["valid_bpc_with_memory"] == pytest.approx(
         tiny_run[3]["valid_bpc_with_memory"], abs=LOSS_ATOL
+    )
+    assert (
+        "Validation on one device: its 1 stream(s) do not split over the "
+        "2 replicas (a validation text of 65 tokens or more gives 2 "
+        "streams)." in run["out"]
     )
 
     # A global batch the replicas cannot share fails before training.

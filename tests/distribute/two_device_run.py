@@ -1,7 +1,8 @@
-"""Trains a tiny Transformer-XL on one device, then on two replicas, and
-writes a JSON report. Run by `test_two_devices.py` in subprocesses:
-device counts are fixed once the engine starts, so this cannot share the
-test process.
+"""Trains a tiny Transformer-XL on one device, then on two replicas,
+evaluates the two-replica model on one device and on the two replicas
+(`evaluate_bpc(..., strategy=)`), and writes a JSON report. Run by
+`test_two_devices.py` in subprocesses: device counts are fixed once the
+engine starts, so this cannot share the test process.
 
     KERAS_BACKEND=tensorflow python tests/distribute/two_device_run.py OUT
     KERAS_BACKEND=jax python tests/distribute/two_device_run.py OUT
@@ -54,6 +55,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_txl.models import TransformerXLBackbone  # noqa: E402
 from keras_txl.models import TransformerXLCausalLM  # noqa: E402
+from keras_txl.training import evaluate_bpc  # noqa: E402
 
 BATCH, LENGTH, STEPS, VOCAB, PERIOD = 4, 8, 20, 24, 13
 
@@ -184,6 +186,37 @@ def model_parallel():
     return report
 
 
+def evaluation(lm, strategy):
+    """`evaluate_bpc` of the model trained on two replicas, on one device
+    and in `strategy`, with a memory of 2 segments (longer than in
+    training): the bits per character, and the memory that each replica
+    of the evaluation copy holds at the end."""
+    copies = []
+    make_copy = TransformerXLCausalLM.with_memory_length
+
+    def spy(self, memory_length):  # keeps the copy, to read its memory
+        copies.append(make_copy(self, memory_length))
+        return copies[-1]
+
+    report = {}
+    TransformerXLCausalLM.with_memory_length = spy
+    try:
+        for name, where in (("single", None), ("multi", strategy)):
+            result = evaluate_bpc(lm, dataset(), 2 * LENGTH, strategy=where)
+            one = distribute.make_strategy("none")
+            memory = (where or one).replica_memory(copies[-1])
+            report[name] = {
+                "bpc": result["bits_per_character"],
+                "memory": [r["memory"].tolist() for r in memory],
+            }
+    finally:
+        del TransformerXLCausalLM.with_memory_length
+    report["odd_batch_error"] = error_of(
+        lambda: evaluate_bpc(lm, dataset(batch=1), strategy=strategy)
+    )
+    return report
+
+
 def error_of(function, kind=ValueError):
     try:
         function()
@@ -208,6 +241,7 @@ def two_devices():
         report["embedding_devices"] = len(kernel.sharding.device_set)
         report["single"]["call_logits"] = call_logits(single)
         report["model_parallel"] = model_parallel()
+    report["evaluation"] = evaluation(lm, multi)
     lm.reset_memory()  # from outside the replicas: every copy forgets
     report["largest_after_reset"] = max(
         float(np.abs(replica[key]).max())
