@@ -26,7 +26,7 @@ import json
 import os
 import zipfile
 
-from keras_txl_cli.config_error import ConfigError
+from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.path_checks import ASSETS_DIR
 from keras_txl_cli.path_checks import MODEL_FILE
 from keras_txl_cli.path_checks import TOKENIZER_DIR
