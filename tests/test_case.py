@@ -2,6 +2,7 @@
 backend, and a round trip every layer must survive."""
 
 import os
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -38,6 +39,23 @@ def repository_files():
             and not skip & set(parts := p.relative_to(REPO).parts)
             and not any(part.endswith(".egg-info") for part in parts)
         ]
+
+
+def free_port_pair():
+    """A port `p` such that `p` and `p + 1` are free on localhost (for two
+    processes that talk over localhost: JAX's coordinator takes `p`,
+    TensorFlow's two workers both)."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("localhost", 0))
+            port = probe.getsockname()[1]
+        try:
+            with socket.socket() as second:
+                second.bind(("localhost", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("No two consecutive free ports on localhost.")
 
 
 def to_numpy(x):

@@ -2,7 +2,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_positive_int
 
 
@@ -175,7 +174,7 @@ class AdaptiveEmbedding(keras.layers.Layer):
             self.add_weight(
                 name=f"embeddings_{i}",
                 shape=shape,
-                initializer=fresh_initializer(self.embeddings_initializer),
+                initializer=self.embeddings_initializer,
             )
             for i, shape in enumerate(tables)
         ]
@@ -185,7 +184,7 @@ class AdaptiveEmbedding(keras.layers.Layer):
                 self.add_weight(
                     name=f"projection_{i}",
                     shape=(dim, self.output_dim),
-                    initializer=fresh_initializer(self.projection_initializer),
+                    initializer=self.projection_initializer,
                 )
                 for i, (_, dim) in enumerate(tables)
             ]

@@ -7,7 +7,6 @@ from keras_txl.layers.adaptive_embedding import check_cutoffs
 from keras_txl.layers.adaptive_embedding import check_div_val
 from keras_txl.layers.adaptive_embedding import cluster_bounds
 from keras_txl.layers.adaptive_embedding import cluster_layout
-from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 from keras_txl.utils.validation import check_positive_int
@@ -322,7 +321,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
                 self.add_weight(
                     name=f"kernel_{i}",
                     shape=shape,
-                    initializer=fresh_initializer(self.kernel_initializer),
+                    initializer=self.kernel_initializer,
                 )
                 for i, shape in enumerate(tables)
             ]
@@ -330,7 +329,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
             self.add_weight(
                 name=f"bias_{i}",
                 shape=shape[:1],
-                initializer=fresh_initializer(self.bias_initializer),
+                initializer=self.bias_initializer,
             )
             for i, shape in enumerate(tables)
         ]
@@ -344,7 +343,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
                 else self.add_weight(
                     name=f"projection_{i}",
                     shape=(dim, input_dim),
-                    initializer=fresh_initializer(self.kernel_initializer),
+                    initializer=self.kernel_initializer,
                 )
                 for i, dim in enumerate(dims)
             ]
@@ -352,12 +351,12 @@ class AdaptiveSoftmax(keras.layers.Layer):
             self.cluster_kernel = self.add_weight(
                 name="cluster_kernel",
                 shape=(len(self.cutoffs), self.embedding_dim),
-                initializer=fresh_initializer(self.kernel_initializer),
+                initializer=self.kernel_initializer,
             )
             self.cluster_bias = self.add_weight(
                 name="cluster_bias",
                 shape=(len(self.cutoffs),),
-                initializer=fresh_initializer(self.bias_initializer),
+                initializer=self.bias_initializer,
             )
         self.built = True
 

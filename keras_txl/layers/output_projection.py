@@ -4,7 +4,6 @@ tied to a token embedding or of its own, and a bias."""
 import keras
 from keras import ops
 
-from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_int
 
@@ -75,7 +74,7 @@ class OutputProjection(keras.layers.Layer):
         if not self.tie_weights:
             self.output_kernel = self.add_weight(
                 shape=(hidden_dim, self.vocabulary_size),
-                initializer=fresh_initializer(self.kernel_initializer),
+                initializer=self.kernel_initializer,
                 name="output_kernel",
             )
         self.output_bias = self.add_weight(

@@ -6,7 +6,6 @@ import numpy as np
 from keras import ops
 
 from keras_txl.layers.packed_dropout import PackedDropout
-from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_positive_int
 from keras_txl.utils.validation import check_rate
 from keras_txl.utils.validation import dtype_name
@@ -416,7 +415,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         layer = keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
-            kernel_initializer=fresh_initializer(self.kernel_initializer),
+            kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -432,7 +431,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         self.position_dense = keras.layers.EinsumDense(
             "kd,dnh->knh",
             output_shape=(heads, head_dim),
-            kernel_initializer=fresh_initializer(self.kernel_initializer),
+            kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name="position",
         )
@@ -444,7 +443,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
             self.add_weight(
                 name=name,
                 shape=(heads, head_dim),
-                initializer=fresh_initializer(self.bias_initializer),
+                initializer=self.bias_initializer,
             )
             for name in ("content_bias", "position_bias")
         )

@@ -10,7 +10,6 @@ from keras_txl.layers.relative_multi_head_attention import (
 from keras_txl.layers.relative_multi_head_attention import check_same_length
 from keras_txl.utils.config_variants import drop_variant_arguments
 from keras_txl.utils.config_variants import saved_variant
-from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_positive_float
 from keras_txl.utils.validation import check_positive_int
@@ -166,14 +165,14 @@ class TransformerXLBlock(keras.layers.Layer):
         self.attention_dropout_layer = PackedDropout(self.dropout, dtype=policy)
         self.intermediate_dense = keras.layers.Dense(
             self.intermediate_dim,
-            kernel_initializer=fresh_initializer(self.kernel_initializer),
+            kernel_initializer=self.kernel_initializer,
             dtype=policy,
             name="intermediate",
         )
         self.intermediate_dense.build(inputs_shape)
         self.output_dense = keras.layers.Dense(
             hidden_dim,
-            kernel_initializer=fresh_initializer(self.kernel_initializer),
+            kernel_initializer=self.kernel_initializer,
             dtype=policy,
             name="output",
         )

@@ -19,13 +19,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+
+from tests.test_case import free_port_pair
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,22 +60,6 @@ DROPOUT = {"jax": "0.1", "tensorflow": "0"}
 TIMEOUT = 600
 # How long the processes wait for a lost one (KERAS_TXL_PEER_TIMEOUT).
 PEER_TIMEOUT = 30
-
-
-def _free_ports():
-    """A port `p` such that `p` and `p + 1` are free on localhost (JAX
-    takes `p`, TensorFlow's two workers both)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("localhost", 0))
-            port = probe.getsockname()[1]
-        try:
-            with socket.socket() as second:
-                second.bind(("localhost", port + 1))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("No two consecutive free ports on localhost.")
 
 
 def _start(
@@ -125,7 +110,7 @@ def _start(
 
 
 def _pair(backend, corpus, output, *extra):
-    port = _free_ports()
+    port = free_port_pair()
     flags = PROCESSES[backend]
     return [
         _start(backend, corpus, output, *flags, *extra, process=p, port=port)

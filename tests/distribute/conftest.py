@@ -1,7 +1,6 @@
 import fcntl
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import keras
 import pytest
 
+from tests.test_case import free_port_pair
 from tests.tiny_models import backbone_config
 
 SCRIPT = Path(__file__).with_name("two_device_run.py")
@@ -42,21 +42,6 @@ def _finish(process, out, timeout=600):
     return json.loads(Path(out).read_text())
 
 
-def _free_port_pair():
-    """A port `p` such that `p` and `p + 1` are free on localhost."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("localhost", 0))
-            port = probe.getsockname()[1]
-        try:
-            with socket.socket() as second:
-                second.bind(("localhost", port + 1))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("No two consecutive free ports on localhost.")
-
-
 @pytest.fixture(scope="session")
 def two_device_report(tmp_path_factory):
     """The report of `two_device_run.py` for this backend, made once per
@@ -80,7 +65,7 @@ def two_process_reports(tmp_path):
     """Reports of two processes on localhost, one CPU replica each:
     TensorFlow `multiworker` (`TF_CONFIG`), JAX `jax-data-parallel` over
     `jax.distributed` (`KERAS_DISTRIBUTION_*`)."""
-    port = _free_port_pair()
+    port = free_port_pair()
     outs = [tmp_path / f"worker_{i}.json" for i in (0, 1)]
     workers = [
         _start_script(out, "worker", i, port) for i, out in enumerate(outs)

@@ -91,29 +91,6 @@ def test_every_weight_is_tracked_and_trainable():
     assert all("memory" not in w.path for w in lm.trainable_weights)
 
 
-@pytest.mark.parametrize(
-    "sizes", [{}, {"cutoffs": [5, 10], "div_val": 2}], ids=["plain", "adaptive"]
-)
-def test_no_two_weights_start_equal(sizes):
-    # One initializer argument, one draw per weight: the query, key and
-    # value kernels, the layers, the clusters are not copies of each other.
-    lm = tiny_lm(tie_weights=False, build=True, **sizes)
-    drawn = [
-        (w.path, to_numpy(w))
-        for w in lm.weights
-        if np.ptp(to_numpy(w)) > 0  # not a constant start (zeros, ones)
-    ]
-    # q, k, v, position, output, two feed-forward kernels per layer.
-    assert len(drawn) >= 7 * len(lm.backbone.transformer_layers)
-    equal = [
-        (a, b)
-        for i, (a, x) in enumerate(drawn)
-        for b, y in drawn[i + 1 :]
-        if x.shape == y.shape and np.array_equal(x, y)
-    ]
-    assert not equal, equal
-
-
 @pytest.mark.parametrize("tie_weights", [True, False])
 def test_every_weight_exists_once_constructed(tmp_path, tie_weights):
     """As keras-hub's tasks: no call is needed before `count_params`,

@@ -6,7 +6,6 @@ from keras import ops
 from keras_txl.layers.relative_multi_head_attention import (
     RelativeMultiHeadAttention,
 )
-from keras_txl.utils.initializers import fresh_initializer
 from keras_txl.utils.validation import check_bool
 from keras_txl.utils.validation import check_optional_positive_int
 
@@ -125,13 +124,13 @@ class LearnedRelativeMultiHeadAttention(RelativeMultiHeadAttention):
         self.key_distance_embeddings = self.add_weight(
             name="key_distance_embeddings",
             shape=rows,
-            initializer=fresh_initializer(self.embeddings_initializer),
+            initializer=self.embeddings_initializer,
         )
         if self.value_embeddings:
             self.value_distance_embeddings = self.add_weight(
                 name="value_distance_embeddings",
                 shape=rows,
-                initializer=fresh_initializer(self.embeddings_initializer),
+                initializer=self.embeddings_initializer,
             )
 
     def _distance_one_hot(self, query_length, key_length):
