@@ -1,6 +1,7 @@
 """Trains a tiny Transformer-XL on one device, then on two replicas,
-evaluates the two-replica model on one device and on the two replicas
-(`evaluate_bpc(..., strategy=)`), and writes a JSON report. Run by
+evaluates and scores the two-replica model on one device and on the two
+replicas (`evaluate_bpc(..., strategy=)`, `score(..., strategy=)`), and
+writes a JSON report. Run by
 `test_two_devices.py` in subprocesses: device counts are fixed once the
 engine starts, so this cannot share the test process.
 
@@ -21,6 +22,7 @@ is process INDEX (0 or 1) of two on localhost, one CPU replica each:
 import json
 import os
 import sys
+import time
 
 from keras_txl import distribute
 
@@ -217,6 +219,62 @@ def evaluation(lm, strategy):
     return report
 
 
+def scoring(lm, strategy):
+    """`lm.score` of the rows' first 16 tokens (2 segments), memory
+    returned, on one device and in
+    `strategy`: the losses, the memory, and the devices that held the
+    rows of each result gathered (`strategy.gather_rows`, spied)."""
+    inputs, targets = segments()
+    ids = np.concatenate(list(inputs[:2]), axis=1)  # (BATCH, 16)
+    kwargs = dict(
+        scoring_mode="loss",
+        target_ids=np.concatenate(list(targets[:2]), axis=1),
+        segment_length=LENGTH,
+        return_memory=True,
+    )
+    gathered = []
+    gather_rows = strategy.gather_rows
+
+    def spy(values):
+        gathered.extend(
+            devices_of(strategy, v) for v in keras.tree.flatten(values)
+        )
+        return gather_rows(values)
+
+    report = {}
+    strategy.gather_rows = spy
+    try:
+        for name, where in (("single", None), ("multi", strategy)):
+            losses, memory = lm.score(ids, strategy=where, **kwargs)
+            report[name] = {
+                "losses": keras.ops.convert_to_numpy(losses).tolist(),
+                "memory": keras.ops.convert_to_numpy(memory["memory"]).tolist(),
+                "valid_length": keras.ops.convert_to_numpy(
+                    memory["valid_length"]
+                ).tolist(),
+            }
+    finally:
+        del strategy.gather_rows
+    report["gathered_from"] = gathered
+    report["odd_rows_error"] = error_of(
+        lambda: lm.score(ids[:3], strategy=strategy)
+    )
+    return report
+
+
+def devices_of(strategy, value):
+    """`[rows, device]` of each part of `value`, first rows first: its
+    per-replica parts (TensorFlow, where each replica's output comes
+    back on the first CPU: `device` is None), its shards (JAX)."""
+    if BACKEND == "tensorflow":
+        local = strategy.native.experimental_local_results(value)
+        return [[int(part.shape[0]), None] for part in local]
+    shards = sorted(
+        value.addressable_shards, key=lambda s: s.index[0].start or 0
+    )
+    return [[int(s.data.shape[0]), str(s.device)] for s in shards]
+
+
 def error_of(function, kind=ValueError):
     try:
         function()
@@ -242,6 +300,9 @@ def two_devices():
         report["single"]["call_logits"] = call_logits(single)
         report["model_parallel"] = model_parallel()
     report["evaluation"] = evaluation(lm, multi)
+    start = time.perf_counter()
+    report["scoring"] = scoring(lm, multi)
+    report["scoring"]["seconds"] = time.perf_counter() - start
     lm.reset_memory()  # from outside the replicas: every copy forgets
     report["largest_after_reset"] = max(
         float(np.abs(replica[key]).max())
