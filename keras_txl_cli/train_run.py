@@ -46,6 +46,7 @@ from keras_txl_cli.sampling import generate_text
 from keras_txl_cli.sampling import make_sampler
 from keras_txl_cli.sizes import TRAIN_SIZES
 from keras_txl_cli.sizes import build_language_model
+from keras_txl_cli.strategy_flags import make_command_strategy
 from keras_txl_cli.text_segments import eval_batch_size
 from keras_txl_cli.text_segments import ordered_segments
 from keras_txl_cli.text_segments import token_unit
@@ -158,15 +159,11 @@ def make_run_strategy(config):
     fixed when the engine starts), then `make_strategy`; raises a
     `ValueError` if the global batch does not split between the replicas.
     """
-    from keras_txl import distribute
-
-    distribute.configure_devices(config.strategy, config.num_devices)
-    if config.strategy == "none":
-        return None
-    strategy = distribute.make_strategy(
-        config.strategy, config.num_devices, tpu=config.tpu
+    strategy = make_command_strategy(
+        config.strategy, config.num_devices, config.tpu
     )
-    strategy.per_replica_batch_size(config.batch_size)
+    if strategy is not None:
+        strategy.per_replica_batch_size(config.batch_size)
     return strategy
 
 

@@ -152,6 +152,7 @@ def evaluate_segments(
     start="empty",
     log=None,
     return_token_losses=False,
+    strategy=None,
 ):
     """The mean loss per token of a text under the evaluation protocol of
     the paper's code, with an explicit memory.
@@ -177,6 +178,10 @@ def evaluate_segments(
             `TransformerXLBackbone.initial_memory`.
         log: optional function that prints a progress line per tenth.
         return_token_losses: bool. Also return the loss of every token.
+        strategy: optional `keras_txl.distribute.ReplicaStrategy` of this
+            host: its replicas score the streams (`score(strategy=)`),
+            each carrying the memory of its own, with the result of one
+            device. `batch_size` must be a multiple of its replicas.
 
     The text is scored by `TransformerXLCausalLM.score`: one stream
     (`batch_size=1`) is the text read once, left to right, with its
@@ -197,7 +202,9 @@ def evaluate_segments(
 
     batch_size = check_positive_int("batch_size", batch_size)
     segment_length = check_positive_int("segment_length", segment_length)
-    model = evaluation_model(lm, clamp_length, same_length)
+    with contextlib.nullcontext() if strategy is None else strategy.scope():
+        # A copy with other settings is built in the strategy, as `lm`.
+        model = evaluation_model(lm, clamp_length, same_length)
     if memory_length is None:
         memory_length = model.backbone.memory_length
     streams = text_streams(token_ids, batch_size)
@@ -208,6 +215,7 @@ def evaluate_segments(
         memory_length=memory_length,
         start=start,
         log=log,
+        strategy=strategy,
     )  # (B, steps - 1)
     result = segments_result(
         float(np.sum(losses, dtype="float64")) / losses.size,
@@ -270,7 +278,13 @@ def segment_bounds(streams, segment_length):
 
 
 def per_token_losses(
-    lm, streams, segment_length, memory_length=None, start="empty", log=None
+    lm,
+    streams,
+    segment_length,
+    memory_length=None,
+    start="empty",
+    log=None,
+    strategy=None,
 ):
     """The loss of every token of `streams` after the first, by
     `TransformerXLCausalLM.score` (segments, memory carried): the one
@@ -285,6 +299,8 @@ def per_token_losses(
         memory_length: int >= 0 or `None` (the model's).
         start: `"empty"` or `"zeros"`, the memory before the first token.
         log: optional function that prints a progress line per tenth.
+        strategy: optional `keras_txl.distribute.ReplicaStrategy`: the
+            replicas share the streams (`score(strategy=)`).
 
     Returns:
         A float32 NumPy array `(B, n - 1)`: the negative log-likelihood
@@ -313,5 +329,6 @@ def per_token_losses(
         segment_length=segment_length,
         memory_start=start,
         progress=progress,
+        strategy=strategy,
     )
     return np.asarray(ops.convert_to_numpy(losses), dtype="float32")

@@ -299,7 +299,7 @@ def _check_generate(output, capsys):
 # another stopped: each new model costs a compilation, 13 s on
 # TensorFlow's `mirrored`.)
 _TWO_DEVICES = """
-import contextlib, io, json, os, shutil, sys
+import contextlib, io, json, os, shutil, sys, time
 import keras
 import numpy as np
 from keras_txl_cli import train_run
@@ -368,6 +368,30 @@ for control in ("lost", "swapped"):
         log=quiet,
     )
     report[control] = resumed["history"].losses
+
+
+def evaluate(name, *extra):
+    out, err = io.StringIO(), io.StringIO()
+    metrics = os.path.join(folder, name + "-evaluate.json")
+    argv = ["evaluate", stopped, "--corpus", corpus, "--progress", "none"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv + ["--metrics-json", metrics] + list(extra))
+    result = dict(status=status, out=out.getvalue(), err=err.getvalue())
+    if os.path.exists(metrics):
+        with open(metrics) as file:
+            result["bpc"] = json.load(file)["bits_per_character"]
+    return result
+
+
+# `keras-txl evaluate` of the run, 2 streams, on one device and on 2;
+# 1 stream (the default for a text file) on 2.
+start = time.perf_counter()
+report["evaluate"] = {
+    "one": evaluate("one", "--streams", "2"),
+    "two": evaluate("two", "--streams", "2", *two),
+    "odd": evaluate("odd", *two),
+}
+report["evaluate_seconds"] = time.perf_counter() - start
 print(json.dumps(report))
 """
 
@@ -445,6 +469,37 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
         in (lines[0])
     )
     assert not odd["exists"]
+
+
+@pytest.mark.slow
+@pytest.mark.backend_dependent
+def test_evaluate_on_two_devices_equals_one_device(two_device_report):
+    """`keras-txl evaluate RUN --corpus FILE --streams 2 --strategy S
+    --num-devices 2`: each replica scores one stream, and the bits per
+    character are those of one device (`--strategy none`, the same
+    process). A text file's default of one stream is refused, naming
+    `--streams 2`."""
+    strategy, report = two_device_report
+    evaluate = report["evaluate"]
+    one, two = evaluate["one"], evaluate["two"]
+    assert one["status"] == 0 and two["status"] == 0, two["err"][-3000:]
+    assert (
+        f"1 stream(s) on each of 2 replicas, strategy '{strategy}'."
+        in (two["out"])
+    )
+    assert "replicas" not in one["out"]
+    assert two["bpc"] == pytest.approx(one["bpc"], abs=LOSS_ATOL)
+    odd = evaluate["odd"]
+    lines = [
+        line for line in odd["err"].splitlines() if line.startswith("keras")
+    ]
+    assert odd["status"] == 1 and len(lines) == 1, odd["err"]
+    assert "Traceback" not in odd["err"] and "bpc" not in odd
+    assert (
+        f"keras-txl evaluate: error: --strategy {strategy} gives each of "
+        "its 2 replicas the same number of streams, and the text is cut "
+        "into 1. Use --streams 2 (each stream starts without memory)"
+    ) in lines[0]
 
 
 @pytest.mark.slow
