@@ -270,7 +270,7 @@ class ReplicaStrategy:
                 "The model has no carried memory yet: call "
                 "`strategy.build_memory(model, global_batch_size)` first."
             )
-        if not self._splits_rows():
+        if self.backend != "tensorflow" or not self._splits_rows():
             state.write(memory)  # JAX: sharded along the batch like data
             return
         import tensorflow as tf
