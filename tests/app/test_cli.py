@@ -302,6 +302,7 @@ _TWO_DEVICES = """
 import contextlib, io, json, os, shutil, sys, time
 import keras
 import numpy as np
+from keras_txl.distribute import ReplicaStrategy
 from keras_txl_cli import train_run
 from keras_txl_cli.cli import main
 from keras_txl_cli.train_config import TrainConfig
@@ -370,13 +371,28 @@ for control in ("lost", "swapped"):
     report[control] = resumed["history"].losses
 
 
+# The replica counts of the strategies that ran a step (spied).
+runs = []
+replica_run = ReplicaStrategy.run
+
+
+def counted_run(self, function, args):
+    runs.append(self.num_replicas)
+    return replica_run(self, function, args)
+
+
+ReplicaStrategy.run = counted_run
+
+
 def evaluate(name, *extra):
+    runs.clear()
     out, err = io.StringIO(), io.StringIO()
     metrics = os.path.join(folder, name + "-evaluate.json")
     argv = ["evaluate", stopped, "--corpus", corpus, "--progress", "none"]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(argv + ["--metrics-json", metrics] + list(extra))
     result = dict(status=status, out=out.getvalue(), err=err.getvalue())
+    result["replicas"] = sorted(set(runs))
     if os.path.exists(metrics):
         with open(metrics) as file:
             result["bpc"] = json.load(file)["bits_per_character"]
@@ -475,7 +491,8 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
 @pytest.mark.backend_dependent
 def test_evaluate_on_two_devices_equals_one_device(two_device_report):
     """`keras-txl evaluate RUN --corpus FILE --streams 2 --strategy S
-    --num-devices 2`: each replica scores one stream, and the bits per
+    --num-devices 2`: each replica scores one stream (the strategy runs
+    the step: `ReplicaStrategy.run`, spied), and the bits per
     character are those of one device (`--strategy none`, the same
     process). A text file's default of one stream is refused, naming
     `--streams 2`."""
@@ -488,6 +505,8 @@ def test_evaluate_on_two_devices_equals_one_device(two_device_report):
         in (two["out"])
     )
     assert "replicas" not in one["out"]
+    # The 2 replicas ran the scoring step; one device ran no strategy.
+    assert two["replicas"] == [2] and one["replicas"] == []
     assert two["bpc"] == pytest.approx(one["bpc"], abs=LOSS_ATOL)
     odd = evaluate["odd"]
     lines = [
