@@ -563,6 +563,22 @@ def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_evaluate_strategy_errors_are_one_line(tmp_path, capsys):
+    """`keras-txl evaluate`'s device flags are `train`'s, checked before
+    the model is read (the folder's `model.keras` here is empty)."""
+    other, here = "jax-data-parallel", "mirrored"
+    if keras.backend.backend() == "jax":
+        other, here = here, other
+    (tmp_path / "model.keras").write_bytes(b"")
+    argv = ["evaluate", str(tmp_path)]
+    status = main(argv + ["--strategy", other])
+    _one_line_error(capsys, status, 1, f"Strategy '{other}' runs on the")
+    status = main(argv + ["--tpu", "local"])
+    _one_line_error(capsys, status, 1, "--tpu names the TPU of --strategy tpu")
+    status = main(argv + ["--strategy", here, "--dynamic", "sgd"])
+    _one_line_error(capsys, status, 1, f"Drop --strategy {here}.")
+
+
 @pytest.mark.parametrize(
     "content, extra, match",
     [
