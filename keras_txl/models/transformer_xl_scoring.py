@@ -95,6 +95,8 @@ def score(
     return_memory = check_bool("return_memory", return_memory)
     if strategy is not None:
         _check_strategy(strategy, shape[0], eager)
+        if strategy.backend == "tensorflow" and strategy.num_replicas == 1:
+            strategy = None  # one device: the XLA step, nothing to place
     pad_to_bucket = check_bool("pad_to_bucket", pad_to_bucket)
     batch_size, length = shape
     if memory is None:
