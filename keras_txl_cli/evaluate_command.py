@@ -5,8 +5,10 @@ text. Its flags import nothing heavy; `evaluate` loads Keras.
         [--segment-length T --clamp-length C --same-length tensorflow
          --memory-start zeros]     # the paper's protocol
     keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
+    keras-txl evaluate DIR --streams 4 --strategy mirrored --num-devices 2
 """
 
+import contextlib
 import os
 
 from keras_txl_cli.choices import DATASETS
@@ -14,6 +16,7 @@ from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.choices import integer
 from keras_txl_cli.console import progress_flag
 from keras_txl_cli.console import progress_verbosity
+from keras_txl_cli.strategy_flags import add_strategy_arguments
 
 
 def add_parser(subparsers):
@@ -104,6 +107,9 @@ def add_parser(subparsers):
     dynamic.add_argument(
         "--dynamic-segments-per-update", type=integer(1), default=1
     )
+    add_strategy_arguments(
+        parser, "how the streams (a multiple of the replicas) are spread"
+    )
     parser.add_argument(
         "--progress",
         **progress_flag(
@@ -140,6 +146,9 @@ def run(args):
         ),
         token_losses=args.token_losses,
         verbose=progress_verbosity(args.progress),
+        strategy=args.strategy,
+        num_devices=args.num_devices,
+        tpu=args.tpu,
     )
     return 0
 
@@ -160,6 +169,9 @@ def evaluate(
     memory_start=None,
     dynamic=None,
     token_losses=None,
+    strategy="none",
+    num_devices=None,
+    tpu=None,
 ):
     """Bits per character of a saved model on a whole text, with memory.
 
@@ -204,6 +216,13 @@ def evaluate(
         token_losses: optional path of a file for the loss (nats) of every
             token scored: `.npy` (float32 `(streams, n - 1)`), else one
             number a line, stream after stream.
+        strategy, num_devices, tpu: the devices, as `keras-txl train`'s
+            (`keras_txl_cli.strategy_flags`): the replicas of a strategy
+            share the streams, each carrying the memory of its own, with
+            the result of one device (`evaluate_bpc(strategy=)`,
+            `score(strategy=)`). The streams must be a multiple of the
+            replicas; not with `dynamic`. Set up first: call `evaluate`
+            before any other work of the engine in the process.
 
     With neither `corpus` nor `dataset`, the run folder alone says what to
     score: the run's own corpus (its `dataset` and `corpus` in
@@ -220,11 +239,19 @@ def evaluate(
     from keras_txl.training.evaluation import evaluate_segments
     from keras_txl.utils import run_folder
     from keras_txl_cli import artifacts
+    from keras_txl_cli.strategy_flags import make_command_strategy
     from keras_txl_cli.text_segments import eval_batch_size
     from keras_txl_cli.text_segments import ordered_segments
     from keras_txl_cli.text_segments import token_unit
 
-    lm = artifacts.load_model(model_dir)
+    replicas = make_command_strategy(strategy, num_devices, tpu)
+    if replicas is not None and dynamic is not None:
+        raise ConfigError(
+            "--dynamic updates the weights after each segment on one "
+            f"device, not in a strategy. Drop --strategy {strategy}."
+        )
+    with contextlib.nullcontext() if replicas is None else replicas.scope():
+        lm = artifacts.load_model(model_dir)
     tokenizer = artifacts.load_tokenizer(model_dir)
     run_config = run_folder.read_run_config(model_dir)
     if dataset is None and corpus is None:
@@ -318,6 +345,14 @@ def evaluate(
             f"{rows} cold starts instead of one (a higher loss), for "
             f"{rows} segments per step. --streams 1 reads the text once."
         )
+    if replicas is not None:
+        # Fewer streams than asked: each holds 4 segments at least.
+        fewer = not document and rows < (batch_size or rows + 1)
+        _check_streams(rows, replicas, f" ({len(ids):,} tokens)" * fewer)
+        log(
+            f"{rows // replicas.num_replicas} stream(s) on each of "
+            f"{replicas.num_replicas} replicas, strategy {strategy!r}."
+        )
     explicit = (clamp_length, same_length, memory_start, token_losses)
     if document or explicit != (None,) * 4:
         result = evaluate_segments(
@@ -331,6 +366,7 @@ def evaluate(
             start=memory_start or "empty",
             log=log if verbose else None,
             return_token_losses=token_losses is not None,
+            strategy=replicas,
         )
         if token_losses is not None:
             _write_token_losses(token_losses, result.pop("token_losses"))
@@ -339,7 +375,9 @@ def evaluate(
         dataset_ = ordered_segments(
             ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
         )
-        result = evaluate_bpc(lm, dataset_, memory_length, verbose=verbose)
+        result = evaluate_bpc(
+            lm, dataset_, memory_length, verbose=verbose, strategy=replicas
+        )
     result.setdefault("tokens", int(len(ids)))
     result["text"] = name
     log(
@@ -350,6 +388,30 @@ def evaluate(
     )
     artifacts.write_metrics(result, None, metrics_json)
     return result
+
+
+def _check_streams(rows, strategy, short=""):
+    """Raises `ConfigError` unless the replicas share the streams;
+    `short`: the text's length in words when it gave fewer streams than
+    asked."""
+    replicas = strategy.num_replicas
+    if not rows % replicas:
+        return
+    fix = (
+        f"Use --streams {strategy.nearest_multiples(rows)} (each stream "
+        "starts without memory)"
+    )
+    if short:
+        fix = (
+            "It is too short for more (a stream holds 4 segments or "
+            "more): score a longer text"
+        )
+    raise ConfigError(
+        f"--strategy {strategy.name} gives each of its {replicas} "
+        f"replicas the same number of streams, and the text{short} is "
+        f"cut into {rows}. {fix}, or drop --strategy to read it on one "
+        "device."
+    )
 
 
 def _warn_unknown(tokenizer, path):

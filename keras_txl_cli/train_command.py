@@ -11,7 +11,6 @@ import argparse
 import os
 
 from keras_txl_cli.choices import DATASETS
-from keras_txl_cli.choices import STRATEGY_NAMES
 from keras_txl_cli.choices import TOKENIZERS
 from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.choices import integer
@@ -22,6 +21,7 @@ from keras_txl_cli.console import progress_verbosity
 from keras_txl_cli.path_checks import output_error
 from keras_txl_cli.sizes import TRAIN_SIZES
 from keras_txl_cli.sizes import describe
+from keras_txl_cli.strategy_flags import add_strategy_arguments
 from keras_txl_cli.train_config import TrainConfig
 
 DEFAULT_OUTPUT = os.path.join("runs", "keras-txl")
@@ -114,29 +114,7 @@ def add_parser(subparsers):
         "0: no sample)",
     )
     parser.add_argument("--seed", type=integer(0), default=0)
-    parser.add_argument(
-        "--strategy",
-        choices=STRATEGY_NAMES,
-        default="none",
-        help="how fit spreads each batch over devices: mirrored, "
-        "multiworker and tpu under KERAS_BACKEND=tensorflow, "
-        "jax-data-parallel under jax (default none: one device; see "
-        "docs/distributed.md)",
-    )
-    parser.add_argument(
-        "--num-devices",
-        type=integer(1),
-        metavar="N",
-        help="devices per host of --strategy (default: all; on a host "
-        "without accelerators the CPU is split into N devices)",
-    )
-    parser.add_argument(
-        "--tpu",
-        metavar="NAME",
-        help="with --strategy tpu: 'local' on a TPU VM (the TPU attached "
-        "to this host), or a TPU's name or grpc:// address (default: "
-        "$TPU_NAME or the Cloud metadata, found by TPUClusterResolver)",
-    )
+    add_strategy_arguments(parser, "how fit spreads each batch")
     parser.add_argument(
         "--dtype-policy",
         metavar="POLICY",

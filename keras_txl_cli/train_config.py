@@ -6,6 +6,7 @@ from keras_txl_cli.choices import CORPORA
 from keras_txl_cli.choices import TOKENIZERS
 from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.sizes import TRAIN_SIZES
+from keras_txl_cli.strategy_flags import check_tpu_flag
 
 # The corpora of `keras_txl.data.load_corpus` (copied in `choices`, which
 # Keras does not load: `tests/app/test_cli.py` pins the copy).
@@ -224,12 +225,7 @@ class TrainConfig:
             )
         if self.num_devices is not None:
             _check_int("num_devices", self.num_devices, lowest=1)
-        if self.tpu is not None and self.strategy != "tpu":
-            raise ConfigError(
-                f"--tpu names the TPU of --strategy tpu. Received: "
-                f"--tpu {self.tpu} with --strategy {self.strategy}: drop "
-                "--tpu or use --strategy tpu."
-            )
+        check_tpu_flag(self.strategy, self.tpu)
         self.check_run_flags()
         self.check_execution()
 

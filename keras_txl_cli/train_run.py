@@ -46,6 +46,7 @@ from keras_txl_cli.sampling import generate_text
 from keras_txl_cli.sampling import make_sampler
 from keras_txl_cli.sizes import TRAIN_SIZES
 from keras_txl_cli.sizes import build_language_model
+from keras_txl_cli.strategy_flags import make_command_strategy
 from keras_txl_cli.text_segments import eval_batch_size
 from keras_txl_cli.text_segments import ordered_segments
 from keras_txl_cli.text_segments import token_unit
@@ -158,15 +159,11 @@ def make_run_strategy(config):
     fixed when the engine starts), then `make_strategy`; raises a
     `ValueError` if the global batch does not split between the replicas.
     """
-    from keras_txl import distribute
-
-    distribute.configure_devices(config.strategy, config.num_devices)
-    if config.strategy == "none":
-        return None
-    strategy = distribute.make_strategy(
-        config.strategy, config.num_devices, tpu=config.tpu
+    strategy = make_command_strategy(
+        config.strategy, config.num_devices, config.tpu
     )
-    strategy.per_replica_batch_size(config.batch_size)
+    if strategy is not None:
+        strategy.per_replica_batch_size(config.batch_size)
     return strategy
 
 
@@ -189,8 +186,9 @@ def fit_language_model(config, callbacks=(), log=print):
         `valid_ids`, `valid_data`, `train_ids`, `train_seconds`,
         `finished` (False when a callback stopped `fit` early: the
         checkpoint then holds the step reached), `validation` (the
-        rows of `--validate-every`) and `folder` (the run's
-        `AtomicFolder`, in place).
+        rows of `--validate-every`), `folder` (the run's
+        `AtomicFolder`, in place) and `strategy` (the run's
+        `ReplicaStrategy`, `None` for strategy `"none"`).
 
     A new run writes into a temporary folder beside `config.output`; its
     first checkpoint puts it in place (with `overwrite`, the old run is
@@ -326,6 +324,7 @@ def _fit_loaded(config, strategy, folder, run_data, pending, callbacks, log):
         "finished": finished,
         "validation": [] if validation is None else validation.results,
         "folder": folder,
+        "strategy": strategy,
     }
 
 
@@ -602,10 +601,13 @@ def train(config, callbacks=(), log=print):
     # each pass is the line below.
     verbose = 1 if config.verbose == 1 else 0
     lengths = eval_memory_lengths(config)
+    strategy = _validation_strategy(run["strategy"], valid_data, config, log)
     for number, memory_length in enumerate(lengths, 1):
         if verbose:
             log(f"  [{number}/{len(lengths)}] memory {memory_length}:")
-        row = evaluate_bpc(lm, valid_data, memory_length, verbose=verbose)
+        row = evaluate_bpc(
+            lm, valid_data, memory_length, verbose=verbose, strategy=strategy
+        )
         table.append(row)
         log(
             f"  memory {memory_length:5d}: "
@@ -677,6 +679,34 @@ def train(config, callbacks=(), log=print):
         f"'{config.output}'))."
     )
     return metrics
+
+
+def _validation_strategy(strategy, valid_data, config, log):
+    """The strategy the validation runs in: the run's, whose replicas
+    share the validation streams as they share the training ones (the
+    result is that of one device), or `None` (one device, outside the
+    strategy) when they cannot share them.
+
+    The validation reads `eval_batch_size` streams: the training batch,
+    a multiple of the replicas, unless the validation text is shorter
+    than 4 segments per stream; then fewer, which the replicas may not
+    divide. Those few streams are read on one device rather than
+    changed, so that a run validates the same streams on any number of
+    devices."""
+    from keras_txl.distribute.replica_strategy import static_batch_size
+
+    if strategy is None:
+        return None
+    streams = static_batch_size(valid_data)
+    if streams % strategy.num_replicas == 0:
+        return strategy
+    tokens = 4 * config.batch_size * config.segment_length + 1
+    log(
+        f"Validation on one device: its {streams} stream(s) do not split "
+        f"over the {strategy.num_replicas} replicas (a validation text of "
+        f"{tokens:,} tokens or more gives {config.batch_size} streams)."
+    )
+    return None
 
 
 def _sample(lm, tokenizer, corpus, config):

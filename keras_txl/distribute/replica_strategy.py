@@ -83,16 +83,26 @@ class ReplicaStrategy:
             "global_batch_size", global_batch_size
         )
         if global_batch_size % self.num_replicas:
-            low = global_batch_size // self.num_replicas * self.num_replicas
-            high = low + self.num_replicas
             raise ValueError(
                 f"The global batch size ({global_batch_size}) must be a "
                 f"multiple of the number of replicas ({self.num_replicas}, "
                 f"strategy {self.name!r}): every replica carries the memory "
-                "of the same number of streams of text. Use a global batch "
-                f"of {low or high} or {high}."
+                f"of the same number of streams of text. Use a global batch "
+                f"of {self.nearest_multiples(global_batch_size)}."
             )
         return global_batch_size // self.num_replicas
+
+    def nearest_multiples(self, rows):
+        """The multiples of `num_replicas` on either side of `rows`, in
+        words (`"2 or 4"`; `"2"` when the lower one is 0): the batches to
+        suggest for one that the replicas do not divide.
+
+        >>> ReplicaStrategy("mine", None, 2).nearest_multiples(3)
+        '2 or 4'
+        """
+        low = rows // self.num_replicas * self.num_replicas
+        high = low + self.num_replicas
+        return f"{low} or {high}" if low else f"{high}"
 
     def memory_batch_size(self, global_batch_size):
         """Batch size of the memory variables: per replica on TensorFlow,
@@ -260,25 +270,100 @@ class ReplicaStrategy:
                 "The model has no carried memory yet: call "
                 "`strategy.build_memory(model, global_batch_size)` first."
             )
-        if self.backend != "tensorflow" or self.num_replicas == 1:
+        if self.backend != "tensorflow" or not self._splits_rows():
             state.write(memory)  # JAX: sharded along the batch like data
             return
-        rows = state.batch_size  # per replica
-
-        def rows_of(context):
-            start = context.replica_id_in_sync_group * rows
-            return {
-                key: np.asarray(value)[start : start + rows]
-                for key, value in memory.items()
-            }
-
         import tensorflow as tf
 
-        values = self.native.experimental_distribute_values_from_function(
-            rows_of
-        )
         # In a `tf.function`: `run` is slow (and warns) eagerly.
-        tf.function(lambda v: self.native.run(state.write, args=(v,)))(values)
+        tf.function(lambda v: self.native.run(state.write, args=(v,)))(
+            self.distribute_rows(memory)
+        )
+
+    def distribute_rows(self, values):
+        """Puts each replica's rows of `values` on it, as training's data.
+
+        Args:
+            values: a nest (dict, tuple, list) of arrays of the global
+                batch, rows first, in order; `None` leaves stay `None`.
+
+        Returns:
+            The nest placed: on TensorFlow, per-replica values (replica
+            `r` holding rows `[r * b, (r + 1) * b)`) to pass to `run`; on
+            JAX, arrays laid out along the batch axis by the
+            distribution's `get_data_layout`, each device holding its
+            rows; unchanged on one device. Raises a `ValueError` if the
+            rows do not split evenly.
+        """
+        leaves = [v for v in keras.tree.flatten(values) if v is not None]
+        for rows in {int(v.shape[0]) for v in leaves}:
+            self.per_replica_batch_size(rows)
+        if (
+            self.native is None
+            or self.num_replicas == 1
+            and (self.backend == "tensorflow")
+        ):
+            return values
+        if self.backend != "tensorflow":
+            return _map_arrays(self._laid_out_on_batch, values)
+
+        def rows_of(context):
+            replica = context.replica_id_in_sync_group
+
+            def rows(value):
+                value = np.asarray(value)
+                size = value.shape[0] // self.num_replicas
+                return value[replica * size : (replica + 1) * size]
+
+            return _map_arrays(rows, values)
+
+        return self.native.experimental_distribute_values_from_function(rows_of)
+
+    def run(self, function, args):
+        """`function(*args)` on every replica, each on its rows: `args`
+        from `distribute_rows` (or results of an earlier `run`).
+
+        TensorFlow: `strategy.run` (call it inside a `tf.function`);
+        JAX: `function(*args)`, which a `jax.jit` function spreads over
+        the devices that its arguments' layouts name. Returns what
+        `function` returns: per-replica values on TensorFlow (put
+        together by `gather_rows`), arrays laid out along the batch on
+        JAX.
+        """
+        if self.backend == "tensorflow" and self._splits_rows():
+            return self.native.run(function, args=tuple(args))
+        return function(*args)
+
+    def gather_rows(self, values):
+        """The rows of every replica of this process, in order: the
+        inverse of `distribute_rows`, for results of `run`.
+
+        Returns:
+            The nest with each per-replica value made one tensor of the
+            global batch (TensorFlow: its replicas' results concatenated,
+            replica 0 first); JAX arrays as they are (one array of every
+            row already, laid out along the batch).
+        """
+        if self.backend != "tensorflow" or not self._splits_rows():
+            return values
+        import tensorflow as tf
+
+        def whole(value):
+            parts = self.native.experimental_local_results(value)
+            return tf.concat(parts, axis=0)
+
+        return _map_arrays(whole, values)
+
+    def _splits_rows(self):
+        """Whether each replica gets its own rows (a strategy of several
+        replicas, or JAX's distribution)."""
+        if self.native is None:
+            return False
+        return self.backend != "tensorflow" or self.num_replicas > 1
+
+    def _laid_out_on_batch(self, value):
+        layout = self.native.get_data_layout(tuple(value.shape))
+        return keras.distribution.distribute_tensor(value, layout)
 
     def _local_values(self, value):
         if self.backend == "tensorflow":
@@ -301,6 +386,13 @@ class ReplicaStrategy:
                 data = np.asarray(value[start:stop])
             blocks.setdefault(start, data)
         return [blocks[start] for start in sorted(blocks)]
+
+
+def _map_arrays(function, values):
+    """`keras.tree.map_structure(function, values)`, `None` kept."""
+    return keras.tree.map_structure(
+        lambda value: None if value is None else function(value), values
+    )
 
 
 def static_batch_size(dataset):

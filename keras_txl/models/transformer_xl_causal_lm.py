@@ -480,6 +480,7 @@ class TransformerXLCausalLM(
         memory=None,
         return_memory=False,
         pad_to_bucket=True,
+        strategy=None,
     ):
         """Per-token scores of a text of any length, as keras-hub's causal
         LMs' `score()`, read in segments with the memory carried (the
@@ -529,6 +530,14 @@ class TransformerXLCausalLM(
                 length), where each new length would compile one (about
                 2 to 5 s on a shared CPU, JAX and TensorFlow). False
                 runs every segment at its own length.
+            strategy: optional `keras_txl.distribute.ReplicaStrategy` of
+                this host: its replicas score the rows, replica `r` rows
+                `[r * b, (r + 1) * b)` with their memory, as in training
+                (build or load the model in its `scope()`); the scores
+                and the returned memory are of every row, those of one
+                device. The rows must be a multiple of the replicas (else
+                a `ValueError` names the counts that split); not with
+                `layer_intercept_fn`. See docs/distributed.md.
 
         Returns:
             The scores: `(batch, N, vocab)` or `(batch, N)`; with
@@ -575,6 +584,7 @@ class TransformerXLCausalLM(
             memory=memory,
             return_memory=return_memory,
             pad_to_bucket=pad_to_bucket,
+            strategy=strategy,
         )
 
     def compile(

@@ -40,6 +40,7 @@ def score(
     return_memory=False,
     progress=None,
     pad_to_bucket=True,
+    strategy=None,
 ):
     """Per-token scores of `token_ids`: `TransformerXLCausalLM.score`.
 
@@ -92,6 +93,10 @@ def score(
         segment_length = DEFAULT_SEGMENT_LENGTH
     memory_start = check_memory_start(memory_start)
     return_memory = check_bool("return_memory", return_memory)
+    if strategy is not None:
+        _check_strategy(strategy, shape[0], eager)
+        if strategy.backend == "tensorflow" and strategy.num_replicas == 1:
+            strategy = None  # one device: the XLA step, nothing to place
     pad_to_bucket = check_bool("pad_to_bucket", pad_to_bucket)
     batch_size, length = shape
     if memory is None:
@@ -107,12 +112,17 @@ def score(
     if return_memory and padding_mask is not None:
         _check_full_rows(padding_mask)
     loss = scoring_mode == "loss"
+    place = gather = _same
     if eager:
         step = _intercepted_step(lm, layer_intercept_fn, loss)
         ids = token_ids
     else:
-        step = _compiled_step(lm, loss)
+        step = _compiled_step(lm, loss, strategy)
         ids = _host(token_ids)
+        if strategy is not None:
+            # Each replica scores its rows, carrying their memory.
+            place, gather = strategy.distribute_rows, strategy.gather_rows
+            memory = place(memory)
     scores = []
     for start in range(0, length, segment_length):
         end = min(start + segment_length, length)
@@ -129,20 +139,57 @@ def score(
             if segment_targets is not None:
                 segment_targets = np.pad(segment_targets, [(0, 0), (0, pad)])
         token_count = np.full((batch_size,), end - start, "int32")
+        segment, segment_targets, token_count = place(
+            (segment, segment_targets, token_count)
+        )
         segment_scores, memory = step(
             segment, segment_targets, memory, token_count
         )  # (batch, T, vocab) or (batch, T)
         if eager:
             scores.append(segment_scores)
         else:
-            scores.append(_host(segment_scores)[:, : end - start])
+            segment_scores = _host(gather(segment_scores))
+            scores.append(segment_scores[:, : end - start])
         if progress is not None:
             progress(end, length)
     if eager:
         scores = scores[0] if len(scores) == 1 else ops.concatenate(scores, 1)
     else:
         scores = ops.convert_to_tensor(np.concatenate(scores, axis=1))
-    return (scores, memory) if return_memory else scores
+    if return_memory:
+        return scores, gather(memory)
+    return scores
+
+
+def _same(values):
+    return values
+
+
+def _check_strategy(strategy, batch_size, eager):
+    """Raises a `ValueError` unless `score(strategy=...)` can share the
+    `batch_size` rows between the strategy's replicas of this process."""
+    from keras_txl.utils import processes
+
+    if eager:
+        raise ValueError(
+            "`layer_intercept_fn` runs the layers eagerly on one device, "
+            "not in a strategy. Drop `strategy` (or `layer_intercept_fn`)."
+        )
+    if processes.process_count() > 1:
+        raise ValueError(
+            "`score(strategy=...)` shares the rows between the replicas of "
+            f"one process; this is one of {processes.process_count()}. "
+            "Score on one host (a strategy of its devices), or use "
+            "`evaluate_bpc(..., strategy=)`, which runs on every host."
+        )
+    if batch_size % strategy.num_replicas:
+        raise ValueError(
+            f"`score(strategy=...)` gives each of the {strategy.num_replicas} "
+            f"replicas of strategy {strategy.name!r} the same number of "
+            f"rows of `token_ids`, and received {batch_size} rows. Score "
+            f"{strategy.nearest_multiples(batch_size)} rows (add or drop "
+            "texts), or the rows left over without `strategy`."
+        )
 
 
 def _given_memory(lm, memory, batch_size, memory_length, memory_start):
@@ -230,20 +277,48 @@ def _intercepted_step(lm, layer_intercept_fn, loss):
     return step
 
 
-def _compiled_step(lm, loss):
+def _compiled_step(lm, loss, strategy=None):
     """One segment `(token_ids, targets, memory) -> (scores, memory)`,
     compiled as `generate` is: XLA on JAX and TensorFlow (one function
     for every segment of a length), eager without gradients on torch.
     Kept for the model and its variables of the time (a change, such as
-    `enable_lora` or `quantize`, makes another)."""
+    `enable_lora` or `quantize`, makes another).
+
+    With a `strategy`, the step runs on every replica (`strategy.run`),
+    on arguments placed by `strategy.distribute_rows`: TensorFlow runs
+    the compiled step in each replica from one `tf.function`; JAX's
+    compiled step follows its arguments' layout along the batch. (On
+    TensorFlow the replicas' step runs without XLA, as Keras's own steps
+    under `tf.distribute`.)"""
     import keras
 
     key = (loss, keras.config.backend(), tuple(map(id, lm.variables)))
+    if strategy is not None:
+        key += (id(strategy),)
     steps = _COMPILED_STEPS.setdefault(lm, {})
     if key not in steps:
-        steps.clear()
-        steps[key] = _make_compiled_step(lm, loss)
+        # Steps of other variables go; one per strategy (or none) stays.
+        for other in [other for other in steps if other[:3] != key[:3]]:
+            del steps[other]
+        step = _make_compiled_step(lm, loss, xla=strategy is None)
+        if strategy is not None:
+            step = _in_strategy(strategy, step)
+        steps[key] = step
     return steps[key]
+
+
+def _in_strategy(strategy, step):
+    """`step` run by `strategy` on each replica's rows."""
+    import keras
+
+    def run(*args):
+        return strategy.run(step, args)
+
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(run, reduce_retracing=True)
+    return run
 
 
 # `{model: {key: compiled step}}`. Weak: a step refers to its model only
@@ -251,7 +326,11 @@ def _compiled_step(lm, loss):
 _COMPILED_STEPS = weakref.WeakKeyDictionary()
 
 
-def _make_compiled_step(lm, loss):
+def _make_compiled_step(lm, loss, xla=True):
+    """The step of `_compiled_step`; `xla=False`: TensorFlow's graph
+    without XLA, as Keras compiles under `tf.distribute` (an XLA function
+    reads a replica's mirrored variables from the first device and
+    fails)."""
     import keras
 
     model = weakref.ref(lm)
@@ -298,7 +377,7 @@ def _make_compiled_step(lm, loss):
         import tensorflow as tf
 
         # XLA, as on JAX: every layer of the model compiles.
-        return tf.function(step, jit_compile=True, reduce_retracing=True)
+        return tf.function(step, jit_compile=xla, reduce_retracing=True)
     if backend == "torch":
         import torch
 

@@ -1,11 +1,14 @@
 """Evaluation in bits per character and perplexity, with any memory."""
 
+import contextlib
 import math
 
 from keras_txl.utils.validation import check_optional_positive_int
 
 
-def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
+def evaluate_bpc(
+    lm, dataset, memory_length=None, steps=None, verbose=0, strategy=None
+):
     """Bits per character and perplexity of `lm` on ordered segments,
     carrying a memory of `memory_length` from batch to batch.
 
@@ -23,6 +26,12 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
             length.
         steps: optional number of batches.
         verbose: Keras verbosity of `evaluate`.
+        strategy: optional `keras_txl.distribute.ReplicaStrategy` (the
+            one `lm` was trained in): its replicas share the streams as
+            in training, each carrying the memory of its rows, and the
+            result is that of one device. The dataset's batch must be a
+            multiple of the replicas (else a `ValueError` names the
+            batches that split).
 
     Returns:
         A dict: `memory_length`, `loss` (mean negative log-likelihood per
@@ -49,12 +58,21 @@ def evaluate_bpc(lm, dataset, memory_length=None, steps=None, verbose=0):
     )
     if memory_length is None:
         memory_length = lm.carried_memory_length
-    model = lm.with_memory_length(memory_length)
-    if not model.compiled:
-        model.compile()
-    logs = model.evaluate(
-        dataset, steps=steps, verbose=verbose, return_dict=True
-    )
+    scope = contextlib.nullcontext()
+    if strategy is not None:
+        # The training path's placement: replica `r` gets rows
+        # `[r * b, (r + 1) * b)` of every batch and, the copy being made
+        # in the scope, carries their memory (`CarriedMemory.evaluate`
+        # builds it for the replica's rows).
+        dataset = strategy.distribute_dataset(dataset)
+        scope = strategy.scope()
+    with scope:
+        model = lm.with_memory_length(memory_length)
+        if not model.compiled:
+            model.compile()
+        logs = model.evaluate(
+            dataset, steps=steps, verbose=verbose, return_dict=True
+        )
     loss = float(logs["loss"])
     return {
         "memory_length": memory_length,
@@ -134,6 +152,7 @@ def evaluate_segments(
     start="empty",
     log=None,
     return_token_losses=False,
+    strategy=None,
 ):
     """The mean loss per token of a text under the evaluation protocol of
     the paper's code, with an explicit memory.
@@ -159,6 +178,10 @@ def evaluate_segments(
             `TransformerXLBackbone.initial_memory`.
         log: optional function that prints a progress line per tenth.
         return_token_losses: bool. Also return the loss of every token.
+        strategy: optional `keras_txl.distribute.ReplicaStrategy` of this
+            host: its replicas score the streams (`score(strategy=)`),
+            each carrying the memory of its own, with the result of one
+            device. `batch_size` must be a multiple of its replicas.
 
     The text is scored by `TransformerXLCausalLM.score`: one stream
     (`batch_size=1`) is the text read once, left to right, with its
@@ -179,7 +202,9 @@ def evaluate_segments(
 
     batch_size = check_positive_int("batch_size", batch_size)
     segment_length = check_positive_int("segment_length", segment_length)
-    model = evaluation_model(lm, clamp_length, same_length)
+    with contextlib.nullcontext() if strategy is None else strategy.scope():
+        # A copy with other settings is built in the strategy, as `lm`.
+        model = evaluation_model(lm, clamp_length, same_length)
     if memory_length is None:
         memory_length = model.backbone.memory_length
     streams = text_streams(token_ids, batch_size)
@@ -190,6 +215,7 @@ def evaluate_segments(
         memory_length=memory_length,
         start=start,
         log=log,
+        strategy=strategy,
     )  # (B, steps - 1)
     result = segments_result(
         float(np.sum(losses, dtype="float64")) / losses.size,
@@ -252,7 +278,13 @@ def segment_bounds(streams, segment_length):
 
 
 def per_token_losses(
-    lm, streams, segment_length, memory_length=None, start="empty", log=None
+    lm,
+    streams,
+    segment_length,
+    memory_length=None,
+    start="empty",
+    log=None,
+    strategy=None,
 ):
     """The loss of every token of `streams` after the first, by
     `TransformerXLCausalLM.score` (segments, memory carried): the one
@@ -267,6 +299,8 @@ def per_token_losses(
         memory_length: int >= 0 or `None` (the model's).
         start: `"empty"` or `"zeros"`, the memory before the first token.
         log: optional function that prints a progress line per tenth.
+        strategy: optional `keras_txl.distribute.ReplicaStrategy`: the
+            replicas share the streams (`score(strategy=)`).
 
     Returns:
         A float32 NumPy array `(B, n - 1)`: the negative log-likelihood
@@ -295,5 +329,6 @@ def per_token_losses(
         segment_length=segment_length,
         memory_start=start,
         progress=progress,
+        strategy=strategy,
     )
     return np.asarray(ops.convert_to_numpy(losses), dtype="float32")

@@ -299,9 +299,10 @@ def _check_generate(output, capsys):
 # another stopped: each new model costs a compilation, 13 s on
 # TensorFlow's `mirrored`.)
 _TWO_DEVICES = """
-import contextlib, io, json, os, shutil, sys
+import contextlib, io, json, os, shutil, sys, time
 import keras
 import numpy as np
+from keras_txl.distribute import ReplicaStrategy
 from keras_txl_cli import train_run
 from keras_txl_cli.cli import main
 from keras_txl_cli.train_config import TrainConfig
@@ -368,6 +369,45 @@ for control in ("lost", "swapped"):
         log=quiet,
     )
     report[control] = resumed["history"].losses
+
+
+# The replica counts of the strategies that ran a step (spied).
+runs = []
+replica_run = ReplicaStrategy.run
+
+
+def counted_run(self, function, args):
+    runs.append(self.num_replicas)
+    return replica_run(self, function, args)
+
+
+ReplicaStrategy.run = counted_run
+
+
+def evaluate(name, *extra):
+    runs.clear()
+    out, err = io.StringIO(), io.StringIO()
+    metrics = os.path.join(folder, name + "-evaluate.json")
+    argv = ["evaluate", stopped, "--corpus", corpus, "--progress", "none"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv + ["--metrics-json", metrics] + list(extra))
+    result = dict(status=status, out=out.getvalue(), err=err.getvalue())
+    result["replicas"] = sorted(set(runs))
+    if os.path.exists(metrics):
+        with open(metrics) as file:
+            result["bpc"] = json.load(file)["bits_per_character"]
+    return result
+
+
+# `keras-txl evaluate` of the run, 2 streams, on one device and on 2;
+# 1 stream (the default for a text file) on 2.
+start = time.perf_counter()
+report["evaluate"] = {
+    "one": evaluate("one", "--streams", "2"),
+    "two": evaluate("two", "--streams", "2", *two),
+    "odd": evaluate("odd", *two),
+}
+report["evaluate_seconds"] = time.perf_counter() - start
 print(json.dumps(report))
 """
 
@@ -402,7 +442,8 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
     """`--strategy S --num-devices 2` (S: `mirrored` on TensorFlow,
     `jax-data-parallel` on JAX) on 2 CPU devices: each replica trains one
     of the 2 streams, and every step's loss is that of one device (steps
-    1-3 before the stop, 4 after `--resume`), as is the validation."""
+    1-3 before the stop, 4 after `--resume`), as is the validation (its
+    one stream, which 2 replicas cannot share, read on one device)."""
     strategy, report = two_device_report
     on_two = f"1 of 2 streams on each of 2 replica(s), strategy '{strategy}'"
     stopped = report["stopped"]
@@ -426,6 +467,11 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
     assert metrics["valid_bpc_with_memory"] == pytest.approx(
         tiny_run[3]["valid_bpc_with_memory"], abs=LOSS_ATOL
     )
+    assert (
+        "Validation on one device: its 1 stream(s) do not split over the "
+        "2 replicas (a validation text of 65 tokens or more gives 2 "
+        "streams)." in run["out"]
+    )
 
     # A global batch the replicas cannot share fails before training.
     odd = report["odd"]
@@ -439,6 +485,40 @@ def test_train_on_two_devices_follows_one_device(tiny_run, two_device_report):
         in (lines[0])
     )
     assert not odd["exists"]
+
+
+@pytest.mark.slow
+@pytest.mark.backend_dependent
+def test_evaluate_on_two_devices_equals_one_device(two_device_report):
+    """`keras-txl evaluate RUN --corpus FILE --streams 2 --strategy S
+    --num-devices 2`: each replica scores one stream (the strategy runs
+    the step: `ReplicaStrategy.run`, spied), and the bits per
+    character are those of one device (`--strategy none`, the same
+    process). A text file's default of one stream is refused, naming
+    `--streams 2`."""
+    strategy, report = two_device_report
+    evaluate = report["evaluate"]
+    one, two = evaluate["one"], evaluate["two"]
+    assert one["status"] == 0 and two["status"] == 0, two["err"][-3000:]
+    assert (
+        f"1 stream(s) on each of 2 replicas, strategy '{strategy}'."
+        in (two["out"])
+    )
+    assert "replicas" not in one["out"]
+    # The 2 replicas ran the scoring step; one device ran no strategy.
+    assert two["replicas"] == [2] and one["replicas"] == []
+    assert two["bpc"] == pytest.approx(one["bpc"], abs=LOSS_ATOL)
+    odd = evaluate["odd"]
+    lines = [
+        line for line in odd["err"].splitlines() if line.startswith("keras")
+    ]
+    assert odd["status"] == 1 and len(lines) == 1, odd["err"]
+    assert "Traceback" not in odd["err"] and "bpc" not in odd
+    assert (
+        f"keras-txl evaluate: error: --strategy {strategy} gives each of "
+        "its 2 replicas the same number of streams, and the text is cut "
+        "into 1. Use --streams 2 (each stream starts without memory)"
+    ) in lines[0]
 
 
 @pytest.mark.slow
@@ -481,6 +561,22 @@ def test_train_strategy_errors_are_one_line(tmp_path, corpus, capsys):
     status = main(argv + ["--tpu", "local"])
     _one_line_error(capsys, status, 1, "--tpu names the TPU of --strategy tpu")
     assert not (tmp_path / "out").exists()
+
+
+def test_evaluate_strategy_errors_are_one_line(tmp_path, capsys):
+    """`keras-txl evaluate`'s device flags are `train`'s, checked before
+    the model is read (the folder's `model.keras` here is empty)."""
+    other, here = "jax-data-parallel", "mirrored"
+    if keras.backend.backend() == "jax":
+        other, here = here, other
+    (tmp_path / "model.keras").write_bytes(b"")
+    argv = ["evaluate", str(tmp_path)]
+    status = main(argv + ["--strategy", other])
+    _one_line_error(capsys, status, 1, f"Strategy '{other}' runs on the")
+    status = main(argv + ["--tpu", "local"])
+    _one_line_error(capsys, status, 1, "--tpu names the TPU of --strategy tpu")
+    status = main(argv + ["--strategy", here, "--dynamic", "sgd"])
+    _one_line_error(capsys, status, 1, f"Drop --strategy {here}.")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
-"""Trains a tiny Transformer-XL on one device, then on two replicas, and
-writes a JSON report. Run by `test_two_devices.py` in subprocesses:
-device counts are fixed once the engine starts, so this cannot share the
-test process.
+"""Trains a tiny Transformer-XL on one device, then on two replicas,
+evaluates and scores the two-replica model on one device and on the two
+replicas (`evaluate_bpc(..., strategy=)`, `score(..., strategy=)`), and
+writes a JSON report. Run by
+`test_two_devices.py` in subprocesses: device counts are fixed once the
+engine starts, so this cannot share the test process.
 
     KERAS_BACKEND=tensorflow python tests/distribute/two_device_run.py OUT
     KERAS_BACKEND=jax python tests/distribute/two_device_run.py OUT
@@ -20,6 +22,7 @@ is process INDEX (0 or 1) of two on localhost, one CPU replica each:
 import json
 import os
 import sys
+import time
 
 from keras_txl import distribute
 
@@ -54,6 +57,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_txl.models import TransformerXLBackbone  # noqa: E402
 from keras_txl.models import TransformerXLCausalLM  # noqa: E402
+from keras_txl.training import evaluate_bpc  # noqa: E402
 
 BATCH, LENGTH, STEPS, VOCAB, PERIOD = 4, 8, 20, 24, 13
 
@@ -184,6 +188,93 @@ def model_parallel():
     return report
 
 
+def evaluation(lm, strategy):
+    """`evaluate_bpc` of the model trained on two replicas, on one device
+    and in `strategy`, with a memory of 2 segments (longer than in
+    training): the bits per character, and the memory that each replica
+    of the evaluation copy holds at the end."""
+    copies = []
+    make_copy = TransformerXLCausalLM.with_memory_length
+
+    def spy(self, memory_length):  # keeps the copy, to read its memory
+        copies.append(make_copy(self, memory_length))
+        return copies[-1]
+
+    report = {}
+    TransformerXLCausalLM.with_memory_length = spy
+    try:
+        for name, where in (("single", None), ("multi", strategy)):
+            result = evaluate_bpc(lm, dataset(), 2 * LENGTH, strategy=where)
+            one = distribute.make_strategy("none")
+            memory = (where or one).replica_memory(copies[-1])
+            report[name] = {
+                "bpc": result["bits_per_character"],
+                "memory": [r["memory"].tolist() for r in memory],
+            }
+    finally:
+        del TransformerXLCausalLM.with_memory_length
+    report["odd_batch_error"] = error_of(
+        lambda: evaluate_bpc(lm, dataset(batch=1), strategy=strategy)
+    )
+    return report
+
+
+def scoring(lm, strategy):
+    """`lm.score` of the rows' first 16 tokens (2 segments), memory
+    returned, on one device and in
+    `strategy`: the losses, the memory, and the devices that held the
+    rows of each result gathered (`strategy.gather_rows`, spied)."""
+    inputs, targets = segments()
+    ids = np.concatenate(list(inputs[:2]), axis=1)  # (BATCH, 16)
+    kwargs = dict(
+        scoring_mode="loss",
+        target_ids=np.concatenate(list(targets[:2]), axis=1),
+        segment_length=LENGTH,
+        return_memory=True,
+    )
+    gathered = []
+    gather_rows = strategy.gather_rows
+
+    def spy(values):
+        gathered.extend(
+            devices_of(strategy, v) for v in keras.tree.flatten(values)
+        )
+        return gather_rows(values)
+
+    report = {}
+    strategy.gather_rows = spy
+    try:
+        for name, where in (("single", None), ("multi", strategy)):
+            losses, memory = lm.score(ids, strategy=where, **kwargs)
+            report[name] = {
+                "losses": keras.ops.convert_to_numpy(losses).tolist(),
+                "memory": keras.ops.convert_to_numpy(memory["memory"]).tolist(),
+                "valid_length": keras.ops.convert_to_numpy(
+                    memory["valid_length"]
+                ).tolist(),
+            }
+    finally:
+        del strategy.gather_rows
+    report["gathered_from"] = gathered
+    report["odd_rows_error"] = error_of(
+        lambda: lm.score(ids[:3], strategy=strategy)
+    )
+    return report
+
+
+def devices_of(strategy, value):
+    """`[rows, device]` of each part of `value`, first rows first: its
+    per-replica parts (TensorFlow, where each replica's output comes
+    back on the first CPU: `device` is None), its shards (JAX)."""
+    if BACKEND == "tensorflow":
+        local = strategy.native.experimental_local_results(value)
+        return [[int(part.shape[0]), None] for part in local]
+    shards = sorted(
+        value.addressable_shards, key=lambda s: s.index[0].start or 0
+    )
+    return [[int(s.data.shape[0]), str(s.device)] for s in shards]
+
+
 def error_of(function, kind=ValueError):
     try:
         function()
@@ -208,6 +299,10 @@ def two_devices():
         report["embedding_devices"] = len(kernel.sharding.device_set)
         report["single"]["call_logits"] = call_logits(single)
         report["model_parallel"] = model_parallel()
+    report["evaluation"] = evaluation(lm, multi)
+    start = time.perf_counter()
+    report["scoring"] = scoring(lm, multi)
+    report["scoring"]["seconds"] = time.perf_counter() - start
     lm.reset_memory()  # from outside the replicas: every copy forgets
     report["largest_after_reset"] = max(
         float(np.abs(replica[key]).max())

@@ -225,6 +225,33 @@ def test_bad_arguments_say_what_to_fix(lm, kwargs, message):
 
 
 @pytest.mark.torch_ok
+def test_a_one_device_strategy_scores_as_no_strategy(lm):
+    """`score(strategy=make_strategy("none"))` gives the scores and the
+    memory of no strategy; `layer_intercept_fn` (eager, one device) is
+    refused with one. Two replicas: tests/distribute/test_two_devices.py.
+    """
+    from keras_txl.distribute import make_strategy
+
+    strategy = make_strategy("none")
+    ids = _ids((3, 13))
+    kwargs = dict(
+        scoring_mode="loss",
+        target_ids=ids[:, 1:],
+        segment_length=6,
+        return_memory=True,
+    )
+    alone, memory = lm.score(ids[:, :-1], **kwargs)
+    placed, placed_memory = lm.score(ids[:, :-1], strategy=strategy, **kwargs)
+    np.testing.assert_array_equal(to_numpy(placed), to_numpy(alone))
+    for key, value in memory.items():
+        np.testing.assert_array_equal(
+            to_numpy(placed_memory[key]), to_numpy(value)
+        )
+    with pytest.raises(ValueError, match="Drop `strategy`"):
+        lm.score(ids, strategy=strategy, layer_intercept_fn=lambda x, i: x)
+
+
+@pytest.mark.torch_ok
 def test_a_text_scored_in_two_calls_equals_one_call(lm):
     """A (2 segments of 5), then B (7: a shorter last segment) with A's
     memory: the scores of [A; B] in one call, per token, and the memory
