@@ -1,9 +1,12 @@
 """Shared helpers of the test suite: fixtures on disk, gradients on each
-backend, and a round trip every layer must survive."""
+backend, a round trip every layer must survive, and the README's tiny
+`keras-txl train` run, made once per test session."""
 
+import fcntl
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,6 +42,41 @@ def repository_files():
             and not skip & set(parts := p.relative_to(REPO).parts)
             and not any(part.endswith(".egg-info") for part in parts)
         ]
+
+
+# The README's `keras-txl train` (the built-in text, its default size),
+# made small: the run that the docs' blocks and the command-output tests
+# read.
+TINY_TRAIN = (
+    "train --steps 2 --segment-length 8 --batch-size 2 --memory-length 8 "
+    "--eval-memory-length 8 --steps-per-epoch 2 --valid-tokens 32 "
+    "--sample-tokens 0 --progress none"
+).split()
+
+
+def readme_run(tmp_path_factory):
+    """The folder of `keras-txl TINY_TRAIN --output FOLDER`, trained once
+    per test session, also under pytest-xdist (the workers share it,
+    behind a file lock; a failed train fails each test that asks). Read
+    it only: copy it to write beside it."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, shared by workers
+    folder = shared / "readme_run"
+    with open(shared / "readme_run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not folder.exists():
+            script = os.path.join(os.path.dirname(sys.executable), "keras-txl")
+            partial = shared / "readme_run_training"
+            trained = subprocess.run(
+                [script, *TINY_TRAIN, "--output", str(partial)],
+                cwd=shared,
+                env=dict(os.environ, PYTHONPATH=str(REPO)),
+                capture_output=True,
+            )
+            assert trained.returncode == 0, trained.stderr[-3000:]
+            partial.rename(folder)
+    return folder
 
 
 def free_port_pair():

@@ -1,20 +1,23 @@
 """The docs are tests: every ```python block of README.md, CONTRIBUTING.md
 and docs/*.md runs as written, in a fresh interpreter (one process for
 all the blocks, each block in its own namespace), after the README's own
-command `keras-txl train` (made small) wrote `runs/keras-txl` in the
-working folder. A block that is not meant to run is not a python block.
+command `keras-txl train` (made small, `tests.test_case.readme_run`)
+wrote `runs/keras-txl` in the working folder. A block that is not meant
+to run is not a python block.
 """
 
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from tests.test_case import REPO
+from tests.test_case import readme_run
 from tests.test_case import repository_files
 
 DOCS = ["README.md", "CONTRIBUTING.md"] + sorted(
@@ -22,12 +25,6 @@ DOCS = ["README.md", "CONTRIBUTING.md"] + sorted(
     for path in glob.glob(os.path.join(REPO, "docs", "*.md"))
 )
 FENCE = re.compile(r"^(\s*)```\s*([\w+-]*)\s*$")
-# `keras-txl train`, small (the README runs it with no arguments).
-TINY_TRAIN = (
-    "train --steps 2 --segment-length 8 --batch-size 2 --memory-length 8 "
-    "--eval-memory-length 8 --steps-per-epoch 2 --valid-tokens 32 "
-    "--sample-tokens 0 --progress none"
-).split()
 # Runs each block of the JSON list on stdin in its own namespace.
 RUN_BLOCKS = """
 import json, sys, traceback
@@ -72,19 +69,17 @@ def test_python_blocks_are_found():
 
 
 @pytest.mark.slow
-def test_python_blocks_run_as_written(tmp_path):
+def test_python_blocks_run_as_written(tmp_path, tmp_path_factory):
     blocks = [
         (name, line, code)
         for name in DOCS
         for line, code in python_blocks(name)
     ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    script = os.path.join(os.path.dirname(sys.executable), "keras-txl")
-    # What the README's commands made before its blocks, small.
-    trained = subprocess.run(
-        [script, *TINY_TRAIN], cwd=tmp_path, env=env, capture_output=True
-    )
-    assert trained.returncode == 0, trained.stderr[-3000:]
+    # What the README's commands made before its blocks, small (the
+    # session's `keras-txl train` run, which test_command_output.py reads
+    # too), in `runs/keras-txl`, the README's --output.
+    shutil.copytree(readme_run(tmp_path_factory), tmp_path / "runs/keras-txl")
     assert (tmp_path / "runs" / "keras-txl" / "task.json").is_file()
     result = subprocess.run(
         [sys.executable, "-c", RUN_BLOCKS],

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_txl.models.carried_memory import build_optimizer_first
 from keras_txl.models.carried_memory import prepare_memory_carry
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils.validation import check_positive_int
@@ -98,6 +99,13 @@ class UnrolledSegmentsLM(keras.Model):
         return super().fit(
             x, y, batch_size, epochs, verbose, callbacks, **kwargs
         )
+
+    def make_train_function(self, force=False):
+        """Keras's, with the optimizer built before the train step's
+        first trace: TensorFlow traces the k unrolled segments once
+        instead of twice (`build_optimizer_first`)."""
+        build_optimizer_first(self)
+        return super().make_train_function(force=force)
 
     def call(self, token_ids, training=None):
         batch_size, length = token_ids.shape[0], token_ids.shape[1]

@@ -8,6 +8,7 @@ import keras
 import keras_hub
 from keras import ops
 
+from keras_txl.models.carried_memory import build_optimizer_first
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
 from keras_txl.models.transformer_xl_text_classifier_preprocessor import (
     TransformerXLTextClassifierPreprocessor,
@@ -247,6 +248,12 @@ class TransformerXLTextClassifier(keras_hub.models.TextClassifier):
         )  # (batch, hidden)
         x = self.output_dropout(x, training=training)
         return ops.cast(self.output_dense(x), "float32")  # (batch, classes)
+
+    def make_train_function(self, force=False):
+        # The optimizer built before the step's first trace: TensorFlow
+        # traces it once instead of twice (`build_optimizer_first`).
+        build_optimizer_first(self)
+        return super().make_train_function(force=force)
 
     def build(self, input_shape=None):
         # Every weight exists after construction.

@@ -78,6 +78,11 @@ def test_second_segment_backpropagates_into_the_first_only_without_sg(
 
 def test_batch_length_must_be_a_multiple_of_the_segment():
     model = UnrolledSegmentsLM(_lm(), segment_length=4)
+    # `fit` builds the optimizer before the step's first trace
+    # (`build_optimizer_first`): TensorFlow traces it once.
+    model.compile(optimizer="sgd", loss="mse")
+    model.make_train_function()
+    assert model.optimizer.built
     with pytest.raises(ValueError, match="multiple"):
         model(np.zeros((2, 6), "int32"))
     with pytest.raises(ValueError, match="TransformerXLCausalLM"):

@@ -15,13 +15,7 @@ import pytest
 
 from keras_txl_cli import artifacts
 from tests.test_case import REPO
-
-TEXT = "the quick brown fox jumps over the lazy dog. " * 40
-TINY_TRAIN = (
-    "--steps 2 --segment-length 8 --batch-size 2 --memory-length 8 "
-    "--eval-memory-length 8 --steps-per-epoch 2 --valid-tokens 32 "
-    "--sample-tokens 0"
-).split()
+from tests.test_case import readme_run
 
 
 def _command(*argv, cwd=None):
@@ -40,21 +34,15 @@ def _command(*argv, cwd=None):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A tiny `keras-txl train` run: `(folder, corpus)`."""
-    folder = tmp_path_factory.mktemp("output")
-    corpus = folder / "corpus.txt"
-    corpus.write_text(TEXT, encoding="utf-8")
-    output = folder / "run"
-    status, out, err = _command(
-        "train", "--corpus", corpus, "--output", output, *TINY_TRAIN
-    )
-    assert status == 0, err.decode()[-3000:]
-    return output, corpus
+    """The README's tiny `keras-txl train` run on the built-in text, made
+    once per session (`tests.test_case.readme_run`, which
+    tests/test_docs.py reads too)."""
+    return readme_run(tmp_path_factory)
 
 
 @pytest.mark.slow
 def test_evaluate_to_a_file_writes_plain_lines(run):
-    output, _ = run
+    output = run
     status, out, err = _command("evaluate", output)
     assert status == 0, err.decode()[-3000:]
     assert b"bits per character" in out
@@ -72,22 +60,23 @@ def test_evaluate_to_a_file_writes_plain_lines(run):
 
 @pytest.mark.slow
 def test_evaluate_corpus_names_the_characters_read_as_unk(run, tmp_path):
-    output, _ = run
+    output = run
     text = tmp_path / "text.txt"
-    # The run's text has no line break, colon, comma, digit or accent.
-    text.write_text("the lazy fox: été, €5.\n" * 20, encoding="utf-8")
+    # The run's text (Shakespeare's) has no tab, accent or euro sign: the
+    # tab is named escaped.
+    text.write_text("the lazy fox:\tété, €5.\n" * 20, encoding="utf-8")
     status, out, err = _command("evaluate", output, "--corpus", text)
     assert status == 0, err.decode()[-3000:]
     assert err.decode().splitlines() == [
-        f"keras-txl evaluate: 6 character(s) of '{text}' not in the "
-        "run's vocabulary, read as <unk>: '\\n' ',' '5' ':' 'é' '€'"
+        f"keras-txl evaluate: 3 character(s) of '{text}' not in the "
+        "run's vocabulary, read as <unk>: '\\t' 'é' '€'"
     ]
     assert b"bits per character" in out
 
 
 @pytest.mark.slow
 def test_export_says_what_it_wrote_and_carries_the_vocabulary(run, tmp_path):
-    output, _ = run
+    output = run
     served = tmp_path / "served"
     status, out, err = _command("export", output, served)
     assert status == 0, err.decode()[-3000:]

@@ -149,6 +149,10 @@ def test_few_rows_are_one_batch_of_keras_default_size():
     batches of 32 and 8 are still refused."""
     lm = training_lm(V, T)
     lm.compile()
+    # Its optimizer is built when `fit` makes the train function, before
+    # the step's first trace (`build_optimizer_first`).
+    lm.make_train_function()
+    assert lm.optimizer.built
     ids = np.arange(4 * T).reshape(4, T) % V
     logits = lm.predict(ids, verbose=0)
     assert np.asarray(logits).shape == (4, T, V)
