@@ -3,6 +3,8 @@ peers' (measured in the same pass by `benchmarks/peers.py`), and the
 tables of `run_all` that show them (`goal_rows`) and the peers' own
 numbers (`peer_rows`). Reads results only: runs no model."""
 
+import statistics
+
 from benchmarks import common
 
 # Goals at the reference size, as multiples of the peers measured in the
@@ -163,3 +165,106 @@ def peer_rows(results):
         if r is not None:
             rows.append(dict(r, name=PEER_NAMES[peer], phase=phase))
     return rows
+
+
+# === The goals in rounds (`run_all --goals N`) ===
+
+# (goal, keras-txl's results in a round, the peer's phase), each goal's
+# rates taken from the rows of one round only.
+ROUND_GOALS = (
+    (
+        "JAX fp32 training vs the authors' fp32 PyTorch",
+        GOAL_JAX_TRAIN_X,
+        dict(benchmark="train_eval", backend="jax", phase="train"),
+        ("authors_pytorch", "train"),
+    ),
+    (
+        "TensorFlow fp32 training vs the authors' fp32 PyTorch",
+        GOAL_JAX_TRAIN_X,
+        dict(benchmark="train_eval", backend="tensorflow", phase="train"),
+        ("authors_pytorch", "train"),
+    ),
+    (
+        f"TensorFlow `generate()` vs HuggingFace's TransfoXL (batch 1, "
+        f"64-token prompt, {GENERATE_NEW_TOKENS} new, memory 128)",
+        GOAL_GENERATE_X,
+        dict(benchmark="generation_length", backend="tensorflow"),
+        ("huggingface_transfo_xl", "generate"),
+    ),
+)
+RATES = ("tokens_per_s", "tokens_per_cpu_s_x_cores")
+
+
+def _ours(results, match):
+    """keras-txl's row of `match` in `results` (one round), or None."""
+    if match["benchmark"] == "generation_length":
+        rows = [
+            r
+            for r in common.nested("generation_length")(results)
+            if r["backend"] == match["backend"]
+            and r["new_tokens"] == GENERATE_NEW_TOKENS
+        ]
+    else:
+        rows = [
+            r
+            for r in common.kind(match["benchmark"])(results)
+            if r.get("backend") == match["backend"]
+            and r.get("phase") == match["phase"]
+            and r.get("dtype") == "float32"
+            and r.get("dropout") == 0.1
+        ]
+    return rows[-1] if rows else None
+
+
+def spread(values, digits=2):
+    """`median [min-max]` of `values`."""
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:,.{digits}f} [{low:,.{digits}f}-{high:,.{digits}f}]"
+
+
+def round_rows(results):
+    """One row per goal of `ROUND_GOALS`: keras-txl's rate over the peer's
+    of the same round (wall / CPU-normalized), median [min-max] over the
+    rounds of `run_all --goals`, and the rates' medians."""
+    rounds = sorted({r["round"] for r in results if "round" in r})
+    rows = []
+    for name, target, match, (peer, phase) in ROUND_GOALS:
+        ratios = {rate: [] for rate in RATES}
+        ours_rates, peer_rates = [], []
+        for n in rounds:
+            this = [r for r in results if r.get("round") == n]
+            ours, theirs = _ours(this, match), peer_row(this, peer, phase)
+            if ours is None or theirs is None:
+                continue
+            for rate in RATES:
+                ratios[rate].append(ours[rate] / theirs[rate])
+            ours_rates.append(ours["tokens_per_s"])
+            peer_rates.append(theirs["tokens_per_s"])
+        row = {"goal": name, "target": f"{target:g}x", "rounds": 0}
+        loads = [r["load"] for r in results if "load" in r and "round" in r]
+        if loads:
+            row["load"] = f"{min(loads):.1f}-{max(loads):.1f}"
+        if ours_rates:
+            wall, cpu = ratios["tokens_per_s"], ratios[RATES[1]]
+            row.update(
+                rounds=len(wall),
+                ours=spread(ours_rates, 0),
+                peer=spread(peer_rates, 0),
+                wall=spread(wall),
+                cpu=spread(cpu),
+                met="yes" if statistics.median(wall) >= target else "no",
+            )
+        rows.append(row)
+    return rows
+
+
+ROUND_COLUMNS = """
+goal (reference size) | goal
+target | target | r
+rounds | rounds | r
+keras-txl tokens/s (wall) | ours | r
+peer tokens/s (wall) | peer | r
+ratio, wall | wall | r
+ratio, CPU-normalized | cpu | r
+met (median, wall) | met
+load (1-min, at the jobs' starts) | load | r"""

@@ -51,6 +51,47 @@ def peer_jobs(peer_python, authors_code, quick):
     return [job("peer", "peers", *args, timeout=1800, python=peer_python)]
 
 
+def goal_jobs(peer_python, authors_code):
+    """The jobs behind the training and generation goals only: fp32
+    training on TensorFlow and JAX, TensorFlow's `generate()` of 256 new
+    tokens, the peers' training and generation (`run_all --goals`)."""
+    f32 = ["--dtype", "float32", "--mode", "train", "--roofline-seconds", "0"]
+    f32 += ["--steps", "8", "--warmup", "2"]  # rounds, not long runs
+    peers = ["--what", "train", "generate", "--steps", "6", "--repeats", "1"]
+    if authors_code:
+        peers += ["--authors-code", authors_code]
+    return [
+        job("tensorflow", "throughput", "fit", *f32),
+        job("jax", "throughput", "fit", *f32),
+        job("tensorflow", "generation", "length", "--new-tokens", "256"),
+        job("peer", "peers", *peers, timeout=1800, python=peer_python),
+    ]
+
+
+def run_goals(args):
+    """`--goals N`: the goal jobs, round after round (each round runs every
+    job once, so that all see the same load), each result tagged with its
+    round and the load as its job started; saves them to `--json` and
+    prints the goals' ratios of each round, median [min-max]. Leaves
+    docs/benchmarks.md as it is."""
+    if not (args.peer_python and args.authors_code):
+        raise SystemExit(
+            "run_all --goals compares against the peers: pass "
+            "--peer-python PYTHON and --authors-code DIR (docs/benchmarks.md)"
+        )
+    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    start, results = time.perf_counter(), []
+    for n in range(args.goals):
+        for spec in goal_jobs(args.peer_python, args.authors_code):
+            load = os.getloadavg()[0]  # 1-minute load as the job starts
+            results += [dict(r, round=n, load=load) for r in run_job(spec)]
+            # Saved after every job: a long pass that stops keeps its rounds.
+            saved = dict(started=started, argv=sys.argv[1:], results=results)
+            saved["wall_seconds"] = time.perf_counter() - start
+            common.write_text(args.json, json.dumps(saved, indent=1))
+    print(common.table((goals.round_rows, goals.ROUND_COLUMNS), results, {}))
+
+
 def suite(quick, backends, variants=False, peer_python=None, authors_code=None):
     steps = ["--steps", "8", "--eval-steps", "8"] if quick else []
     seconds = ["--seconds", "0.5"] if quick else []
@@ -585,7 +626,12 @@ def main(argv=None):
     flag("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     flag("--include", default="", help="more result files, comma-separated")
     flag("--render-only", action="store_true", help="the tables from --json")
+    flag("--goals", type=int, metavar="N", help="the goal jobs only, N rounds")
     args = parser.parse_args(argv)
+    if args.goals:
+        if args.json == parser.get_default("json"):
+            args.json = os.path.join(results, "goals.json")
+        return run_goals(args)
     if args.gpu:
         from benchmarks import throughput
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from benchmarks import common
+from benchmarks import goals
 from benchmarks import run_all
 from benchmarks import throughput
 from benchmarks.long_context import fit_law
@@ -172,6 +173,62 @@ def test_goals_without_peers_say_not_measured():
     assert "not measured" in section(run_all.SECTIONS[2], results)
     # No constant stands in for a peer.
     assert not hasattr(run_all, "GOAL_BF16_TRAIN")
+
+
+def _round(n, load, jax, authors, tf_generate, hf):
+    """The results of one round of `run_all --goals`: JAX training, the
+    authors' training, TensorFlow's and HuggingFace's generation."""
+    jax_train = dict(_train_row("train", "float32", *jax), backend="jax")
+    rows = [
+        jax_train,
+        _peer("authors_pytorch", "train", *authors),
+        _generation("tensorflow", *tf_generate),
+        _peer("huggingface_transfo_xl", "generate", *hf),
+    ]
+    return [dict(r, round=n, load=load) for r in rows]
+
+
+def test_goal_rounds_pair_each_round_with_its_peer():
+    results = (
+        # The peer's rate moves with the round; the ratio is within it.
+        _round(
+            0, 3.0, (3000.0, 4000.0), (1000.0, 2000.0), (600, 900), (200, 300)
+        )
+        + _round(
+            1, 9.0, (1500.0, 3900.0), (1000.0, 2000.0), (300, 800), (100, 300)
+        )
+        + _round(
+            2, 5.0, (2100.0, 4200.0), (1000.0, 2000.0), (400, 700), (100, 200)
+        )
+    )
+    table = common.table(
+        (goals.round_rows, goals.ROUND_COLUMNS), results, {}
+    ).splitlines()
+    jax_train, tf_train, tf_generate = table[2:5]
+    assert "| 3 | 2,100 [1,500-3,000] | 1,000 [1,000-1,000] |" in jax_train
+    assert "| 2.10 [1.50-3.00] | 2.00 [1.95-2.10] | yes |" in jax_train
+    assert "3.0-9.0" in jax_train
+    assert "| 0 |" in tf_train  # no TensorFlow training in these rounds
+    # Medians of the ratios of each round (3, 3, 4), not ratios of medians.
+    assert "| 3.00 [3.00-4.00] | 3.00 [2.67-3.50] | yes |" in tf_generate
+
+
+def test_goal_rounds_need_the_peers(monkeypatch):
+    jobs = run_all.goal_jobs("/peers/bin/python", "/peers/transformer-xl")
+    assert [j["backend"] for j in jobs] == [
+        "tensorflow",
+        "jax",
+        "tensorflow",
+        "peer",
+    ]
+    assert "/peers/transformer-xl" in jobs[-1]["args"]
+
+    def run_job(spec):
+        raise AssertionError(f"ran {spec['module']} without the peers")
+
+    monkeypatch.setattr(run_all, "run_job", run_job)
+    with pytest.raises(SystemExit, match="--peer-python"):
+        run_all.main(["--goals", "1"])
 
 
 def test_peers_run_with_their_own_python():
