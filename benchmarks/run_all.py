@@ -25,6 +25,14 @@ IMAGES = os.path.join(ROOT, "docs", "images")
 
 # The lengths of the flatness check of generate().
 GENERATE_LENGTHS = ("64", "256", "1024", "2048")
+# The scripts of benchmarks/ that the suite does not run, and why; each
+# runs alone (docs/benchmarks.md, "Running"). `--gpu` runs
+# `throughput gpu` instead of the suite.
+RUN_ALONE = {
+    "litert": "needs a trained run folder (`--preset RUN_DIR`)",
+    "long_document_classification": "trains two classifiers (minutes); "
+    "its results are docs/results.md's",
+}
 
 
 def job(backend, module, *args, timeout=900, python=None):
@@ -94,6 +102,18 @@ def suite(quick, backends, variants=False, peer_python=None, authors_code=None):
     jobs += [job(backend, "generation", "profile") for backend in compiled]
     if "jax" in backends and not quick:
         jobs.append(job("jax", "ab", "dropout"))
+    # Pieces of any length, padded to bucket lengths and not, where a new
+    # length compiles again (docs/design.md, "Pieces of any length").
+    pieces = ["--pieces", "4", "--max-length", "16"] if quick else []
+    jobs += [
+        job(backend, "streaming_pieces", *pieces, timeout=1200)
+        for backend in compiled
+    ]
+    # The three serving files in one TensorFlow process (docs/serving.md;
+    # the litert and onnx extras).
+    serving = ["--sizes", "tiny", "--segments", "6", "--tokens", "6"]
+    serving = serving if quick else []
+    jobs.append(job("tensorflow", "serving_runtimes", *serving, timeout=1200))
     jobs += peer_jobs(peer_python, authors_code, quick)
     # Evaluation at the paper's wt103 settings (T 128, M 1,600, clamp
     # 1,000, same_length), keras-txl on both backends and the authors'
@@ -456,6 +476,34 @@ CPU ms | cpu_ms:.1f | r
 wall ms | wall_ms:.1f | r""",
         ),
         empty="(not run in this pass: `--variants`)",
+    ),
+    declare(
+        "Pieces of any length: bucketed and not "
+        "(`benchmarks/streaming_pieces.py`)",
+        kind("streaming_pieces"),
+        """
+backend | backend
+call | call
+pad_to_bucket | pad_to_bucket
+pieces | pieces | r
+one length (s) | one_length_s:.2f | r
+random lengths 1 to max (s) | random_lengths_s:.2f | r
+random / one | ratio:.1f:x | r
+load | loadavg_1min:.1f | r""",
+    ),
+    declare(
+        "SavedModel, LiteRT and ONNX Runtime, batch 1 "
+        "(`benchmarks/serving_runtimes.py`)",
+        kind("serving_runtimes"),
+        """
+size | size
+file | runtime
+MB | size_mb:.2f | r
+ms / segment | ms_per_segment:.1f | r
+ms / token | ms_per_token:.2f | r
+segment / SavedModel | segment_ratio:.2f:x | r
+token / SavedModel | token_ratio:.2f:x | r
+load | loadavg_1min:.1f | r""",
     ),
     declare(
         "Mixed bfloat16 vs float32, validation bpc at equal steps",

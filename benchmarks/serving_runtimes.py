@@ -10,15 +10,14 @@ ratios to the SavedModel's of the same run.
     KERAS_BACKEND=tensorflow python benchmarks/serving_runtimes.py \\
         [--sizes tiny reference] [--segment-length 64] [--memory-length 128]
 
-Prints JSON on stdout (the exports' own lines go to stderr). Needs the
+Prints one JSON line per size and runtime on stdout (the exports' own
+lines go to stderr), as every benchmark (`run_all` reads them). Needs the
 `litert` and `onnx` extras. Each runtime runs with its default threads.
 """
 
 import argparse
 import contextlib
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
 
 RUNTIMES = ("saved_model", "litert", "onnx")
 
@@ -156,14 +157,15 @@ def main(argv=None):
     parser.add_argument("--tokens", type=int, default=41)
     args = parser.parse_args(argv)
 
-    results = {
+    settings = {
+        "benchmark": "serving_runtimes",
         "batch_size": 1,
         "segment_length": args.segment_length,
         "memory_length": args.memory_length,
         "segments_timed": args.segments - 1,
         "tokens_timed": args.tokens - 1,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
     }
+    results = {}
     with contextlib.redirect_stdout(sys.stderr):  # stdout: the JSON only
         for size in args.sizes:
             results[size] = measure(
@@ -173,7 +175,12 @@ def main(argv=None):
                 args.segments,
                 args.tokens,
             )
-    print(json.dumps(results, indent=2))
+        about = {**common.backend_versions(), **common.machine_info()}
+    for size, runtimes in results.items():
+        for runtime, numbers in runtimes.items():
+            common.emit(
+                dict(settings, size=size, runtime=runtime, **numbers, **about)
+            )
     return results
 
 

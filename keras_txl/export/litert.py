@@ -49,11 +49,10 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_txl.export.export_arguments import check_destination
+from keras_txl.export.export_arguments import check_exported_lm
 from keras_txl.export.saved_model import SERVING_SIGNATURE
-from keras_txl.export.saved_model import check_destination
-from keras_txl.export.saved_model import check_export_args
 from keras_txl.export.saved_model import export_saved_model
-from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.validation import check_bool
 
@@ -109,6 +108,7 @@ def export_litert(
 
     >>> import tempfile, os
     >>> from keras_txl.models import TransformerXLBackbone
+    >>> from keras_txl.models import TransformerXLCausalLM
     >>> backbone = TransformerXLBackbone(
     ...     vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
     ...     head_dim=8, intermediate_dim=32, memory_length=8,
@@ -119,11 +119,9 @@ def export_litert(
     >>> os.path.basename(path)
     'model.tflite'
     """
-    if not isinstance(lm, TransformerXLCausalLM):
-        raise ValueError(
-            "`lm` must be a `keras_txl.models.TransformerXLCausalLM`. "
-            f"Received: lm={type(lm).__name__}"
-        )
+    batch_size, segment_length, memory_length = check_exported_lm(
+        lm, batch_size, segment_length, memory_length
+    )
     if batch_size is None or segment_length is None:
         raise ValueError(
             "LiteRT's builtin ops run static shapes: pass an int "
@@ -132,11 +130,6 @@ def export_litert(
             f"generation). Received: batch_size={batch_size}, "
             f"segment_length={segment_length}"
         )
-    if memory_length is None:
-        memory_length = lm.carried_memory_length
-    batch_size, segment_length, memory_length = check_export_args(
-        batch_size, segment_length, memory_length
-    )
     if quantize not in (None, *QUANTIZE_CHOICES):
         raise ValueError(
             "`quantize` must be None (float32 weights) or one of "

@@ -66,10 +66,9 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_txl.export.saved_model import check_destination
-from keras_txl.export.saved_model import check_export_args
+from keras_txl.export.export_arguments import check_destination
+from keras_txl.export.export_arguments import check_exported_lm
 from keras_txl.export.saved_model import export_in_tensorflow_process
-from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
 from keras_txl.utils.missing_extra_error import MissingExtraError
@@ -133,6 +132,7 @@ def export_onnx(
 
     >>> import tempfile, os
     >>> from keras_txl.models import TransformerXLBackbone
+    >>> from keras_txl.models import TransformerXLCausalLM
     >>> backbone = TransformerXLBackbone(
     ...     vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
     ...     head_dim=8, intermediate_dim=32, memory_length=8,
@@ -143,15 +143,8 @@ def export_onnx(
     >>> os.path.basename(path)
     'model.onnx'
     """
-    if not isinstance(lm, TransformerXLCausalLM):
-        raise ValueError(
-            "`lm` must be a `keras_txl.models.TransformerXLCausalLM`. "
-            f"Received: lm={type(lm).__name__}"
-        )
-    if memory_length is None:
-        memory_length = lm.carried_memory_length
-    batch_size, segment_length, memory_length = check_export_args(
-        batch_size, segment_length, memory_length
+    batch_size, segment_length, memory_length = check_exported_lm(
+        lm, batch_size, segment_length, memory_length
     )
     check_bool("check", check)
     check_float32(lm)

@@ -67,49 +67,20 @@ import tempfile
 
 import keras
 
+from keras_txl.export.export_arguments import check_destination
+from keras_txl.export.export_arguments import check_export_args
+from keras_txl.export.export_arguments import check_exported_lm
 from keras_txl.export.serving_assets import signatures_asset
 from keras_txl.export.serving_assets import write_serving_assets
 from keras_txl.models.transformer_xl_causal_lm import TransformerXLCausalLM
 from keras_txl.utils import run_folder
 from keras_txl.utils.atomic_folder import AtomicFolder
-from keras_txl.utils.validation import check_bool
-from keras_txl.utils.validation import check_optional_positive_int
-from keras_txl.utils.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
 INITIAL_MEMORY_SIGNATURE = "initial_memory"
 # `export_main`'s formats: a TensorFlow SavedModel, a LiteRT flatbuffer,
 # an ONNX file.
 EXPORT_FORMATS = ("saved_model", "litert", "onnx")
-
-
-def check_export_args(batch_size, segment_length, memory_length):
-    """The export's `(batch_size, segment_length, memory_length)`,
-    checked (the SavedModel's and LiteRT's)."""
-    batch_size = check_optional_positive_int("batch_size", batch_size)
-    segment_length = check_optional_positive_int(
-        "segment_length", segment_length
-    )
-    # The memory is what the signature threads: at least one slot.
-    memory_length = check_positive_int("memory_length", memory_length)
-    return batch_size, segment_length, memory_length
-
-
-def check_destination(path, overwrite):
-    """Refuses to write over `path` unless it is empty or `overwrite`
-    (the SavedModel's and LiteRT's)."""
-    path = os.fspath(path)
-    check_bool("overwrite", overwrite)
-    exists = os.path.exists(path)
-    empty_dir = exists and os.path.isdir(path) and not os.listdir(path)
-    if exists and not empty_dir and not overwrite:
-        raise FileExistsError(
-            f"The export destination {path!r} already exists. Pass "
-            "`overwrite=True` (`--overwrite` on the command line) to "
-            "replace it, or choose another path (e.g. a new version "
-            "directory `.../2`)."
-        )
-    return path
 
 
 def export_saved_model(
@@ -162,15 +133,8 @@ def export_saved_model(
     >>> path == export_saved_model(lm, path, segment_length=4)
     True
     """
-    if not isinstance(lm, TransformerXLCausalLM):
-        raise ValueError(
-            "`lm` must be a `keras_txl.models.TransformerXLCausalLM`. "
-            f"Received: lm={type(lm).__name__}"
-        )
-    if memory_length is None:
-        memory_length = lm.carried_memory_length
-    batch_size, segment_length, memory_length = check_export_args(
-        batch_size, segment_length, memory_length
+    batch_size, segment_length, memory_length = check_exported_lm(
+        lm, batch_size, segment_length, memory_length
     )
     path = check_destination(path, overwrite)
     if keras.config.backend() != "tensorflow":

@@ -53,9 +53,10 @@ class PackedDropout(keras.layers.Dropout):
     separate eager ops do not beat torch's kernels: measured 0.9x to 3x
     the fused one's time.)
 
-    Measured at the reference size (docs/benchmarks.md, "Dropout with
-    half the random numbers"): a training step at 0.85 of its time with
-    Keras's dropout on TensorFlow with XLA (`jit_compile=True`),
+    Measured at the reference size (docs/benchmarks.md, "Peers in the
+    same pass, and generation against the output length", the item "JAX
+    attention layouts and dropout bits"): a training step at 0.85 of its
+    time with Keras's dropout on TensorFlow with XLA (`jit_compile=True`),
     unchanged on TensorFlow without XLA (its default on a CPU).
 
     Args:

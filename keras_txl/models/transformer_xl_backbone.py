@@ -25,7 +25,8 @@ from keras_txl.models.memory_spec import check_memory_start
 from keras_txl.models.piece_buckets import call_padded
 from keras_txl.models.piece_buckets import counted_tokens
 from keras_txl.models.piece_buckets import pads_to_bucket
-from keras_txl.models.quantization_modes import check_quantize
+from keras_txl.models.transformer_xl_layout_map import check_vocabulary_layout
+from keras_txl.models.transformer_xl_layout_map import transformer_xl_layout_map
 from keras_txl.utils.config_variants import drop_variant_arguments
 from keras_txl.utils.config_variants import saved_variant
 from keras_txl.utils.threefry_lowering import unroll_threefry_on_cpu
@@ -312,7 +313,18 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         token embeddings, `i` for layer `i`'s output, which goes on and
         into the memory), as keras-hub's `score(layer_intercept_fn=...)`.
 
-        `inputs` may hold `"token_count"` (`piece_buckets.py`).
+        `inputs` may also hold `"token_count"`, int32 `(batch,)`: the
+        segment is padded at its end and only each row's first
+        `token_count` tokens are text. Their outputs are those of the
+        unpadded segment (the attention is causal: a token never sees
+        the ones after it) and only their states enter the next memory
+        (`MemoryCache`), so the outputs and the memory are those of the
+        unpadded rows; the outputs at the padded positions are to be
+        dropped. This is how `call_with_memory` and `score` run a piece
+        of any length at a few bucket lengths (`bucket_length`,
+        `piece_buckets.py`). The functional graph (`call`, the
+        SavedModel) takes no count. Only backbones with `counts_tokens`
+        (the paper's model) accept it.
 
         Args:
             inputs: dict `{"token_ids", **memory}`, as `call`'s, and
@@ -409,8 +421,9 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     # attention (`TransformerXLCausalLM.generate_step` reads it); the
     # variants generate through their graph and set it to False.
     generates_from_key_values = True
-    # Whether `call_with_intercept` takes a `"token_count"` (pieces
-    # padded to a bucket length); the variants' memories cannot.
+    # Whether `call_with_intercept` takes a `"token_count"` (segments
+    # padded to a bucket length: `call_with_memory`, `score`); the
+    # variants, whose memories are written otherwise, do not.
     counts_tokens = True
 
     # === The explicit memory ===
@@ -471,16 +484,25 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
     ):
         """Runs one segment and returns its output and the next memory.
 
+        A piece of a new length `T` costs a compilation of every
+        operation on JAX (about 2 s for a tiny model on a shared CPU;
+        TensorFlow and torch run eagerly and compile nothing). With
+        `pad_to_bucket`, the piece runs padded at its end to
+        `bucket_length(T)` (the next power of two, at least 8: pieces of
+        1 to `N` tokens compile at most `max(1, ceil(log2(N)) - 2)`
+        times), with the same outputs and the same next memory as
+        unpadded (only the `T` tokens' states enter it; see
+        `call_with_intercept` and `piece_buckets.py`).
+
         Args:
             token_ids: int tensor `(batch, T)`.
             memory: dict from `initial_memory()` or the previous call;
                 `None` starts empty, at the default length.
             training: bool. Dropout is active only when True.
-            pad_to_bucket: bool or `None`. Run the piece padded to
-                `bucket_length(T)`, with the same outputs and memory:
-                pieces of 1 to `N` tokens then compile at most `max(1,
-                ceil(log2(N)) - 2)` times on JAX (`piece_buckets.py`).
-                `None`: on JAX in inference, if `counts_tokens`.
+            pad_to_bucket: bool or `None`. Pad the piece to its bucket
+                length; `None` (default) pads on JAX when not training
+                (for a backbone with `counts_tokens`). True needs
+                `training=False`.
 
         Returns:
             A tuple `(sequence_output, new_memory)`.
@@ -551,45 +573,12 @@ class TransformerXLBackbone(keras_hub.models.Backbone):
         Returns:
             A `keras.distribution.LayoutMap`.
         """
-        model, data = model_parallel_dim_name, data_parallel_dim_name
-        if not isinstance(device_mesh, keras.distribution.DeviceMesh):
-            raise ValueError(
-                "`device_mesh` must be a `keras.distribution.DeviceMesh`. "
-                f"Received: {type(device_mesh).__name__}"
-            )
-        for name in (model, data):
-            if name not in device_mesh.axis_names:
-                raise ValueError(
-                    f"Mesh axis {name!r} is not an axis of the device mesh "
-                    f"{tuple(device_mesh.axis_names)}."
-                )
-        vocab = model
-        if vocabulary_size is not None:
-            size = dict(zip(device_mesh.axis_names, device_mesh.shape))
-            if int(vocabulary_size) % size[model]:
-                vocab = None  # replicated: it does not divide the axis
-        block = r"transformer_layer_\d+/attention/"
-        axes = {
-            "token_embedding/embeddings": (vocab, data),
-            ".*output_kernel": (data, vocab),
-            ".*output_bias": (vocab,),
-            # Attention kernels (hidden, heads, head_dim), its output
-            # (heads, head_dim, hidden), the biases u, v (heads, head_dim).
-            block + "(query|key|value|position)/kernel": (data, model, None),
-            block + "attention_output/kernel": (model, None, data),
-            block + "(content|position)_bias": (model, None),
-            r"transformer_layer_\d+/intermediate/kernel": (data, model),
-            r"transformer_layer_\d+/intermediate/bias": (model,),
-            r"transformer_layer_\d+/output/kernel": (model, data),
-            # The carried memory (batch, L, M, hidden) and its lengths,
-            # split along the batch like the data.
-            ".*memory_state/memory": (data, None, None, None),
-            ".*memory_state/valid_length": (data,),
-        }
-        layout_map = keras.distribution.LayoutMap(device_mesh)
-        for path, path_axes in axes.items():
-            layout_map[path] = path_axes
-        return layout_map
+        return transformer_xl_layout_map(
+            device_mesh,
+            model_parallel_dim_name,
+            data_parallel_dim_name,
+            vocabulary_size,
+        )
 
     def default_lora_layer_names(self):
         """The layers `enable_lora` adapts by default: the attention's
@@ -746,29 +735,40 @@ def freeze_all_but_lora(model):
             variable.trainable = False
 
 
-def check_vocabulary_layout(path, vocabulary_size, axis):
-    """Raises if the active distribution would split the vocabulary axis
-    `axis` of the weight at `path` unevenly: JAX refuses such a split
-    with its own error, deep inside the weight's creation, that does not
-    say how to lay the model out. A mesh axis that divides the vocabulary
-    passes, as does a layout that keeps the vocabulary axis whole."""
-    distribution = keras.distribution.distribution()
-    layout = distribution and distribution.get_tensor_layout(path)
-    if not isinstance(layout, keras.distribution.TensorLayout):
-        return
-    names = layout.axes[axis] if axis < len(layout.axes) else None
-    names = (names,) if isinstance(names, str) else tuple(names or ())
-    mesh = layout.device_mesh or distribution.device_mesh
-    sizes = dict(zip(mesh.axis_names, mesh.shape))
-    shards = math.prod(sizes[name] for name in names)
-    if vocabulary_size % shards:
+# Keras's quantization modes that these models compute correctly: the
+# `Dense`, `EinsumDense` and `Embedding` layers quantize their own weights
+# and every layer here reads them through their calls. GPTQ and AWQ
+# calibrate a block on the previous block's outputs alone, and a
+# Transformer-XL block also needs its memory and position embeddings.
+QUANTIZATION_MODES = ("int8", "int4", "float8")
+
+
+def check_quantize(model, mode, config):
+    """Raises a `ValueError` if `model.quantize(mode, config=config)`
+    cannot give correct numbers, before any layer changes (Keras checks a
+    layer only when it reaches it, so a refusal half-way would leave some
+    layers quantized). Returns the mode (from `config` when `mode` is
+    `None`)."""
+    if mode is None and config is not None:
+        mode = getattr(config, "mode", None)
+    if mode in ("gptq", "awq"):
         raise ValueError(
-            f"The layout of `{path}` splits its vocabulary axis of "
-            f"{vocabulary_size} tokens over the mesh axis "
-            f"{' x '.join(map(repr, names))} of "
-            f"{shards} devices, which does not divide it. Lay the "
-            "vocabulary axis out whole: pass the vocabulary to "
-            "`TransformerXLBackbone.get_layout_map(mesh, "
-            f"vocabulary_size={vocabulary_size})`, or use a mesh axis "
-            f"whose size divides {vocabulary_size}."
+            f"keras-txl models do not support quantize(mode={mode!r}): it "
+            "calibrates each block on the previous block's outputs alone, "
+            "and a Transformer-XL block also needs its memory and the "
+            f"relative position embeddings. Use one of {QUANTIZATION_MODES}."
         )
+    if mode not in QUANTIZATION_MODES:
+        raise ValueError(
+            f"`mode` must be one of {list(QUANTIZATION_MODES)}. Received: "
+            f"mode={mode!r}"
+        )
+    if model.quantization_mode is not None or any(
+        weight.path.endswith(("kernel_scale", "embeddings_scale"))
+        for weight in model.weights
+    ):
+        raise ValueError(
+            f"{model.name} is already quantized. Quantize a float model "
+            f"once. Received: mode={mode!r}"
+        )
+    return mode

@@ -30,12 +30,12 @@ from keras_txl.models.carried_memory import CarriedMemory
 from keras_txl.models.memory_state import MemoryState
 from keras_txl.models.piece_buckets import pads_to_bucket
 from keras_txl.models.transformer_xl_backbone import TransformerXLBackbone
-from keras_txl.models.transformer_xl_backbone import check_vocabulary_layout
 from keras_txl.models.transformer_xl_backbone import freeze_all_but_lora
 from keras_txl.models.transformer_xl_causal_lm_preprocessor import (
     TransformerXLCausalLMPreprocessor,
 )
 from keras_txl.models.transformer_xl_generation import TransformerXLGeneration
+from keras_txl.models.transformer_xl_layout_map import check_vocabulary_layout
 from keras_txl.models.transformer_xl_scoring import score
 from keras_txl.utils.saved_files import check_preset_files
 from keras_txl.utils.saved_files import check_task_weights
@@ -430,17 +430,21 @@ class TransformerXLCausalLM(
     ):
         """Runs one segment with an explicit memory.
 
+        Pieces of any length: on JAX a piece of a new length would
+        compile every operation again, so by default (`pad_to_bucket=
+        None`, inference) the piece runs padded at its end to
+        `bucket_length(T)`, the next power of two (at least 8), with the
+        same logits and next memory as unpadded: pieces of 1 to `N`
+        tokens compile at most `max(1, ceil(log2(N)) - 2)` times
+        (`backbone.call_with_memory`, `piece_buckets.py`).
+
         Args:
             token_ids: int tensor `(batch, T)`.
             memory: the memory dict from `backbone.initial_memory()` or the
                 previous call; `None` starts empty.
             training: bool. Dropout is active only when True.
-            pad_to_bucket: bool or `None`. Run the piece padded to
-                `bucket_length(T)`, with the same logits and memory:
-                pieces of 1 to `N` tokens then compile at most `max(1,
-                ceil(log2(N)) - 2)` times on JAX, where each new length
-                compiles every operation (`piece_buckets.py`). `None`:
-                on JAX in inference (`backbone.call_with_memory`).
+            pad_to_bucket: bool or `None`: pad the piece to its bucket
+                length (`None`: on JAX, when not training).
 
         Returns:
             `(logits, new_memory)`: float32 `(batch, T, vocab)` and the
@@ -511,13 +515,20 @@ class TransformerXLCausalLM(
                 `call_with_memory` or `backbone.initial_memory` return);
                 its slots are the memory length.
             return_memory: bool. Also return the memory after the text
-                (rows of one length: no `padding_mask` with padding),
-                exact with `pad_to_bucket` (`counts_tokens` backbones).
-            pad_to_bucket: bool. True (default): a shorter segment runs
-                padded to `bucket_length(n, segment_length)`, with the
-                same scores and memory: texts of any length compile at
-                most `max(1, ceil(log2(segment_length)) - 2)` steps
-                (`piece_buckets.py`). False: one per new length.
+                (rows of one length: no `padding_mask` with padding). The
+                memory is exact with `pad_to_bucket` (the padding never
+                enters it); a backbone that does not count tokens then
+                runs the last segment at its own length.
+            pad_to_bucket: bool. True (default): a segment shorter than
+                `segment_length` (a short text, the last segment) runs
+                padded at its end to `bucket_length(n, segment_length)`
+                (a power of two, at least 8, at most `segment_length`),
+                with the same scores and memory as unpadded: texts of any
+                length compile at most `max(1, ceil(log2(S)) - 2)` steps
+                for `S = segment_length` (per batch size and memory
+                length), where each new length would compile one (about
+                2 to 5 s on a shared CPU, JAX and TensorFlow). False
+                runs every segment at its own length.
 
         Returns:
             The scores: `(batch, N, vocab)` or `(batch, N)`; with

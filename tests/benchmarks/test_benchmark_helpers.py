@@ -2,6 +2,8 @@
 the cost-law fit, the goals table and the document update. Nothing here is
 timed."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -275,3 +277,44 @@ def test_limits_table_shows_both_profiles():
     assert "| tensorflow | 3.05 | 2.74 | 140 | 4413 | 190, 254 | 1.2 |" in table
     assert "| packed | 1613 | 2,540 | 0.91 |" in table
     assert section(run_all.SECTIONS[1], []) == "(not run)"
+
+
+def test_run_all_runs_every_benchmark_script_or_says_why_not():
+    everything = dict(variants=True, peer_python="p", authors_code="a")
+    backends = ["tensorflow", "jax", "torch"]
+    jobs = run_all.suite(False, backends, **everything)
+    jobs += run_all.suite(True, backends, **everything)
+    scripts = {
+        name[: -len(".py")]
+        for name in os.listdir(os.path.join(run_all.ROOT, "benchmarks"))
+        if name.endswith(".py")
+    }
+    helpers = {"__init__", "common", "goals", "run_all"}
+    not_run = scripts - helpers - {j["module"] for j in jobs}
+    assert not_run == set(run_all.RUN_ALONE)
+
+
+def test_run_all_measures_pieces_and_serving_files_quick_or_not():
+    for quick in (False, True):
+        jobs = run_all.suite(quick, ["tensorflow", "jax", "torch"])
+        pieces = [j for j in jobs if j["module"] == "streaming_pieces"]
+        serving = [j for j in jobs if j["module"] == "serving_runtimes"]
+        # Where a new length compiles again; torch compiles nothing.
+        assert [j["backend"] for j in pieces] == ["tensorflow", "jax"]
+        assert [j["backend"] for j in serving] == ["tensorflow"]
+        assert all(("--pieces" in j["args"]) == quick for j in pieces)
+        assert ("--sizes" in serving[0]["args"]) == quick
+    # ... and the document has a table of each.
+    titles = {spec["title"].split(" (")[0]: spec for spec in run_all.SECTIONS}
+    piece = dict(benchmark="streaming_pieces", backend="jax", call="score")
+    piece.update(pad_to_bucket=True, pieces=30, ratio=1.234)
+    piece.update(one_length_s=0.5, random_lengths_s=0.6, loadavg_1min=2.0)
+    table = section(titles["Pieces of any length: bucketed and not"], [piece])
+    assert "| jax | score | True | 30 | 0.50 | 0.60 | 1.2x | 2.0 |" in table
+    files = dict(benchmark="serving_runtimes", size="tiny", runtime="onnx")
+    files.update(size_mb=2.1, ms_per_segment=41.2, ms_per_token=1.05)
+    files.update(segment_ratio=7.7, token_ratio=0.04, loadavg_1min=20.0)
+    serving = titles["SavedModel, LiteRT and ONNX Runtime, batch 1"]
+    table = section(serving, [files])
+    row = "| tiny | onnx | 2.10 | 41.2 | 1.05 | 7.70x | 0.04x | 20.0 |"
+    assert row in table

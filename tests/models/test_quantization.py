@@ -122,6 +122,8 @@ def test_unsupported_modes_refused_before_any_change(mode):
 
 
 def test_int8_under_float16_refused_before_any_change():
+    # Keras's check (its `quantize` wrapper runs it before any override of
+    # `quantize`, on the task first): keras-txl has none of its own.
     lm = _lm(dtype="mixed_float16")
     with pytest.raises(ValueError, match="float16"):
         lm.quantize("int8")
