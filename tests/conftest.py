@@ -197,6 +197,67 @@ def pytest_collection_modifyitems(config, items):
     }
 
 
+# The longest module fixtures of all, which start processes that wait on
+# each other (tests/app/test_multi_process_train.py, per backend: about
+# half of a worker's pass in CI): each group, a test file and its module
+# fixture's parameter, leads the share of another worker, so that both
+# start at once and neither waits behind the other. (LONGEST_FIRST names
+# files, which puts all of them on the first worker: the scheduler below
+# first hands each worker a contiguous share of the collection, in order;
+# a test at the head of a share is never stolen.)
+EACH_WORKER_FIRST = (
+    ("tests/app/test_multi_process_train.py", "jax"),
+    ("tests/app/test_multi_process_train.py", "tensorflow"),
+)
+
+
+def _group(item, root):
+    path = item.path.relative_to(root).as_posix()
+    params = getattr(item, "callspec", None)
+    ids = params.id.split("-") if params else ()
+    for index, (file, param) in enumerate(EACH_WORKER_FIRST):
+        if path == file and param in ids:
+            return index
+    return None
+
+
+class _EachWorkerFirst:
+    """Puts each group of EACH_WORKER_FIRST at the head of a worker's
+    first share, once `-m` and `-k` deselected (the shares are of the
+    tests that run): a hook of its own that runs last (this file's
+    `pytest_collection_modifyitems` runs before the deselection, which
+    reads the markers it sets). The shares are those of
+    WorkStealingScheduling (below): of `n` tests left for `w` workers,
+    the next worker takes `n // w`."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        groups = [[] for _ in EACH_WORKER_FIRST]
+        rest = []
+        for item in items:
+            index = _group(item, config.rootpath)
+            (rest if index is None else groups[index]).append(item)
+        groups = [group for group in groups if group]
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        ordered, left = [], len(items)
+        for worker in range(workers):
+            share = left // (workers - worker)
+            left -= share
+            if worker == workers - 1:  # the last share: every group left
+                head = [item for group in groups for item in group]
+                groups = []
+            else:
+                head = groups.pop(0) if groups else []
+            fill = max(0, share - len(head))
+            ordered += head + rest[:fill]
+            del rest[:fill]
+        items[:] = ordered + rest
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_EachWorkerFirst(), "each_worker_first")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`pytest -n 2` hands out tests by work stealing: each worker starts

@@ -163,3 +163,40 @@ def test_n_workers_steal_work_in_collection_order(monkeypatch):
     assert made == [(config, "log")]
     for dist in ("loadfile", "each", "worksteal"):
         assert pytest_xdist_make_scheduler(Config(dist), "log") is None
+
+
+def test_each_worker_starts_with_its_group(monkeypatch):
+    """EACH_WORKER_FIRST (tests/conftest.py): each group leads the share
+    WorkStealingScheduling first hands a worker (of `n` tests left for
+    `w` workers, the next takes `n // w`); the other tests keep their
+    order; alone (no xdist), the groups come first."""
+    import pathlib
+    import types
+
+    from tests.conftest import EACH_WORKER_FIRST
+    from tests.conftest import _EachWorkerFirst
+
+    for path, _ in EACH_WORKER_FIRST:
+        assert (REPO / path).is_file(), path
+    root = pathlib.Path("/repo")
+
+    def item(path, param=None):
+        callspec = types.SimpleNamespace(id=param) if param else None
+        return types.SimpleNamespace(path=root / path, callspec=callspec)
+
+    (first, one), (second, other) = EACH_WORKER_FIRST
+    rest = [item(f"tests/test_{i}.py") for i in range(7)]
+    groups = [[item(first, one) for _ in range(3)]]
+    groups.append([item(second, other) for _ in range(3)])
+    items = rest[:2] + groups[1] + rest[2:5] + groups[0] + rest[5:]
+    config = types.SimpleNamespace(rootpath=root)
+    hook = _EachWorkerFirst().pytest_collection_modifyitems
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    ordered = list(items)
+    hook(config, ordered)
+    # 13 tests: the first worker takes 6, the second 7.
+    assert ordered == groups[0] + rest[:3] + groups[1] + rest[3:]
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    ordered = list(items)
+    hook(config, ordered)
+    assert ordered == groups[0] + groups[1] + rest

@@ -75,6 +75,25 @@ def test_resume_refuses_other_options_and_nothing_to_resume(tmp_path):
         fit_language_model(
             TrainConfig(output=str(tmp_path / "run"), resume=True, steps=9)
         )
+    # A resume may move to another strategy or number of devices (the
+    # same global batch), never to another global batch or model.
+    strategy = {"jax": "jax-data-parallel"}.get(
+        keras.backend.backend(), "mirrored"
+    )
+    elsewhere = dict(strategy=strategy, num_devices=2)
+    for change, match in (
+        (dict(batch_size=4), "--batch-size 4 differs"),
+        (dict(size="reference"), "--size reference differs"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            fit_language_model(
+                TrainConfig(
+                    output=str(tmp_path / "run"),
+                    resume=True,
+                    **elsewhere,
+                    **change,
+                )
+            )
 
 
 def test_output_folder_is_never_overwritten_without_overwrite(tmp_path):
