@@ -298,11 +298,7 @@ class ReplicaStrategy:
         leaves = [v for v in keras.tree.flatten(values) if v is not None]
         for rows in {int(v.shape[0]) for v in leaves}:
             self.per_replica_batch_size(rows)
-        if (
-            self.native is None
-            or self.num_replicas == 1
-            and (self.backend == "tensorflow")
-        ):
+        if not self._splits_rows():
             return values
         if self.backend != "tensorflow":
             return _map_arrays(self._laid_out_on_batch, values)
