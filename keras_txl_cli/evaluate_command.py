@@ -6,6 +6,7 @@ text. Its flags import nothing heavy; `evaluate` loads Keras.
          --memory-start zeros]     # the paper's protocol
     keras-txl evaluate DIR --dataset enwik8 [--corpus LOCAL_COPY] [--split test]
     keras-txl evaluate DIR --streams 4 --strategy mirrored --num-devices 2
+    keras-txl evaluate DIR --strategy multiworker   # on every TF_CONFIG worker
 """
 
 import contextlib
@@ -222,7 +223,11 @@ def evaluate(
             the result of one device (`evaluate_bpc(strategy=)`,
             `score(strategy=)`). The streams must be a multiple of the
             replicas; not with `dynamic`. Set up first: call `evaluate`
-            before any other work of the engine in the process.
+            before any other work of the engine in the process. On
+            several processes (JAX's `KERAS_DISTRIBUTION_*`, TensorFlow's
+            `TF_CONFIG`, as `keras-txl train`) every process runs the
+            same command and gets the whole result; the primary one
+            writes `metrics_json` and `token_losses`.
 
     With neither `corpus` nor `dataset`, the run folder alone says what to
     score: the run's own corpus (its `dataset` and `corpus` in
@@ -237,6 +242,7 @@ def evaluate(
     from keras_txl.data.token_cache import token_cache_writes
     from keras_txl.training.evaluation import evaluate_bpc
     from keras_txl.training.evaluation import evaluate_segments
+    from keras_txl.utils import processes
     from keras_txl.utils import run_folder
     from keras_txl_cli import artifacts
     from keras_txl_cli.strategy_flags import make_command_strategy
@@ -369,8 +375,10 @@ def evaluate(
             strategy=replicas,
         )
         if token_losses is not None:
-            _write_token_losses(token_losses, result.pop("token_losses"))
-            log(f"Wrote the loss of every token to {token_losses}")
+            losses = result.pop("token_losses")
+            if processes.is_primary():
+                _write_token_losses(token_losses, losses)
+                log(f"Wrote the loss of every token to {token_losses}")
     else:
         dataset_ = ordered_segments(
             ids, rows, length, int(tokenizer.vocabulary_size()), "evaluation"
@@ -386,6 +394,9 @@ def evaluate(
         f"perplexity {result['perplexity']:.3f} (memory {memory_length}, "
         f"segments of {length}, {len(ids):,} tokens)"
     )
+    # (Of several processes, each holding every result, the primary one
+    # writes the files.)
+    metrics_json = metrics_json if processes.is_primary() else None
     artifacts.write_metrics(result, None, metrics_json)
     return result
 

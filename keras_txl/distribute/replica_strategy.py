@@ -294,6 +294,12 @@ class ReplicaStrategy:
             distribution's `get_data_layout`, each device holding its
             rows; unchanged on one device. Raises a `ValueError` if the
             rows do not split evenly.
+
+        On several processes every process passes the same global
+        `values` and places only its own share: the rows of its replicas
+        (TensorFlow's `replica_id_in_sync_group` counts the replicas of
+        every worker; JAX's `jax.make_array_from_callback` asks each
+        process for the rows of its devices).
         """
         leaves = [v for v in keras.tree.flatten(values) if v is not None]
         for rows in {int(v.shape[0]) for v in leaves}:
@@ -331,16 +337,26 @@ class ReplicaStrategy:
         return function(*args)
 
     def gather_rows(self, values):
-        """The rows of every replica of this process, in order: the
-        inverse of `distribute_rows`, for results of `run`.
+        """The rows of every replica, in order: the inverse of
+        `distribute_rows`, for results of `run`.
 
         Returns:
             The nest with each per-replica value made one tensor of the
             global batch (TensorFlow: its replicas' results concatenated,
             replica 0 first); JAX arrays as they are (one array of every
-            row already, laid out along the batch).
+            row already, laid out along the batch). On several processes
+            a collective (every process calls it) that gives every
+            process every row, as numpy: `strategy.gather` on TensorFlow
+            and `process_allgather` on JAX (`keras_txl.utils.processes`,
+            as the checkpoint's `global_memory`).
         """
-        if self.backend != "tensorflow" or not self._splits_rows():
+        if not self._splits_rows():
+            return values
+        if processes.process_count() > 1:
+            if self.backend == "tensorflow":
+                return processes.gather_replicas(self.native, values)
+            return processes.gather_arrays(values)
+        if self.backend != "tensorflow":
             return values
         import tensorflow as tf
 
@@ -359,7 +375,17 @@ class ReplicaStrategy:
 
     def _laid_out_on_batch(self, value):
         layout = self.native.get_data_layout(tuple(value.shape))
-        return keras.distribution.distribute_tensor(value, layout)
+        if processes.process_count() == 1:
+            return keras.distribution.distribute_tensor(value, layout)
+        # Devices of other processes too: this process puts the rows of
+        # its own devices (the indices JAX asks for), of the global batch
+        # that every process holds, and the others theirs.
+        import jax
+
+        value = np.asarray(value)
+        return jax.make_array_from_callback(
+            value.shape, layout.backend_layout, lambda index: value[index]
+        )
 
     def _local_values(self, value):
         if self.backend == "tensorflow":

@@ -116,8 +116,18 @@ def _configure_jax(num_devices, multi_host):
 
     if multi_host is None:
         multi_host = any(os.environ.get(key) for key in _MULTI_HOST_ENV)
+    seeded = True
     if multi_host and not jax.distributed.is_initialized():
-        _initialize_processes()
+        seeded = _initialize_processes()
+    available = _jax_devices(num_devices)
+    if not seeded:
+        _agree_on_a_seed()
+    return available
+
+
+def _jax_devices(num_devices):
+    import jax
+
     if num_devices is None:
         return len(jax.local_devices())
     try:
@@ -142,11 +152,15 @@ def _initialize_processes():
     from the `KERAS_DISTRIBUTION_*` variables, or found alone on a TPU pod
     slice), with `KERAS_TXL_PEER_TIMEOUT=SECONDS` passed to JAX as
     `heartbeat_timeout_seconds`: how long the processes wait for a lost
-    one before they stop with an error (JAX's default: 100 s)."""
+    one before they stop with an error (JAX's default: 100 s).
+
+    Returns whether the processes share a random seed already (Keras's
+    `initialize` agrees on one; `jax.distributed.initialize` does not:
+    then `_agree_on_a_seed` must run, once the devices are set)."""
     timeout = os.environ.get("KERAS_TXL_PEER_TIMEOUT")
     if not timeout:
         keras.distribution.initialize()
-        return
+        return True
     if not timeout.isdigit() or int(timeout) < 1:
         raise ValueError(
             "KERAS_TXL_PEER_TIMEOUT must be a whole number of seconds >= 1. "
@@ -164,6 +178,23 @@ def _initialize_processes():
         process_id=int(index) if index else None,
         heartbeat_timeout_seconds=int(timeout),
     )
+    return False
+
+
+def _agree_on_a_seed():
+    """Sets one random seed on every process, the sum of a seed drawn by
+    each, as `keras.distribution.initialize()` does: Keras draws a
+    variable's initial value on each process, and JAX refuses to place a
+    value that differs between them (as a model that is loaded, and not
+    seeded, would draw it). A seed set later (`keras-txl train --seed`)
+    replaces it."""
+    import secrets
+
+    import numpy as np
+
+    drawn = np.array([secrets.randbits(32)], "uint32")
+    seeds = processes.gather_arrays(drawn).astype("uint64")  # (processes,)
+    keras.utils.set_random_seed(int(seeds.sum() % 2**32))
 
 
 def _configure_tensorflow(name, num_devices):

@@ -530,13 +530,16 @@ class TransformerXLCausalLM(
                 length), where each new length would compile one (about
                 2 to 5 s on a shared CPU, JAX and TensorFlow). False
                 runs every segment at its own length.
-            strategy: optional `keras_txl.distribute.ReplicaStrategy` of
-                this host: its replicas score the rows, replica `r` rows
+            strategy: optional `keras_txl.distribute.ReplicaStrategy`:
+                its replicas score the rows, replica `r` rows
                 `[r * b, (r + 1) * b)` with their memory, as in training
                 (build or load the model in its `scope()`); the scores
                 and the returned memory are of every row, those of one
-                device. The rows must be a multiple of the replicas (else
-                a `ValueError` names the counts that split); not with
+                device. On several processes (hosts) each calls `score`
+                with the same rows and places only its replicas' share;
+                every process gets every row's scores (a collective).
+                The rows must be a multiple of the replicas (else a
+                `ValueError` names the counts that split); not with
                 `layer_intercept_fn`. See docs/distributed.md.
 
         Returns:

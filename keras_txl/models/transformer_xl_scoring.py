@@ -167,20 +167,12 @@ def _same(values):
 
 def _check_strategy(strategy, batch_size, eager):
     """Raises a `ValueError` unless `score(strategy=...)` can share the
-    `batch_size` rows between the strategy's replicas of this process."""
-    from keras_txl.utils import processes
-
+    `batch_size` rows between the strategy's replicas (of every
+    process)."""
     if eager:
         raise ValueError(
             "`layer_intercept_fn` runs the layers eagerly on one device, "
             "not in a strategy. Drop `strategy` (or `layer_intercept_fn`)."
-        )
-    if processes.process_count() > 1:
-        raise ValueError(
-            "`score(strategy=...)` shares the rows between the replicas of "
-            f"one process; this is one of {processes.process_count()}. "
-            "Score on one host (a strategy of its devices), or use "
-            "`evaluate_bpc(..., strategy=)`, which runs on every host."
         )
     if batch_size % strategy.num_replicas:
         raise ValueError(

@@ -14,10 +14,12 @@ have another number of processes or devices (elastic resume).
 On TensorFlow the workers follow TensorFlow's own multi-worker
 conventions: the chief (`strategy.extended.should_checkpoint`) writes,
 the others compute with it, and the collectives here (`largest`,
-`barrier`, `gather_rows`) are the strategy's (`strategy.gather`), run in
-a `tf.function`.
+`barrier`, `gather_rows`, `gather_replicas`) are the strategy's
+(`strategy.gather`), run in a `tf.function`.
 
-`TrainingCheckpoint` calls these; with one process nothing here runs.
+`TrainingCheckpoint` calls these, and `ReplicaStrategy.gather_rows` (the
+scores of `score(strategy=)` whole on every process: `gather_replicas`,
+`gather_arrays`); with one process nothing here runs.
 """
 
 import contextlib
@@ -100,10 +102,45 @@ def gather_rows(strategy, variables):
             local = strategy.run(
                 lambda: [tf.identity(v.value) for v in variables]
             )
-            return [strategy.gather(v, axis=0) for v in local]
+            return _gathered(strategy, local)
 
         _COLLECTIVES[key] = tf.function(gather)
     return [np.asarray(v) for v in _COLLECTIVES[key]()]
+
+
+def gather_replicas(strategy, values):
+    """Every replica's rows of `values` (a nest of per-replica results of
+    `strategy.run`, rows first), each concatenated along the first axis
+    in replica order, as numpy, on every worker: the `strategy.gather`
+    of `gather_rows`, a collective (every worker calls it)."""
+    import tensorflow as tf
+
+    key = ("gather_replicas", id(strategy))
+    if key not in _COLLECTIVES:
+        _COLLECTIVES[key] = tf.function(
+            lambda values: _gathered(strategy, values), reduce_retracing=True
+        )
+    return tf.nest.map_structure(np.asarray, _COLLECTIVES[key](values))
+
+
+def _gathered(strategy, values):
+    """`strategy.gather(value, axis=0)` of each per-replica leaf of
+    `values` (in a `tf.function`)."""
+    import tensorflow as tf
+
+    return tf.nest.map_structure(
+        lambda value: strategy.gather(value, axis=0), values
+    )
+
+
+def gather_arrays(values):
+    """The nest of JAX arrays `values`, each laid out over the devices of
+    every process (rows on several processes), as whole numpy arrays on
+    every process: `jax.experimental.multihost_utils.process_allgather`,
+    as `largest`; a collective (every process calls it)."""
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(values, tiled=True)
 
 
 def _tensorflow_largest(strategy, value):
