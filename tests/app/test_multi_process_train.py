@@ -12,9 +12,12 @@ run folder through every stop (the two-process command stopped by
 SIGTERM to one process, resumed, SIGKILL of one process, then its
 checkpoint resumed to the end on one process with 2 devices); and (JAX)
 a one-device run stopped by SIGTERM, resumed on two processes to the
-end. The children run the backend of the fixture's parameter, whatever
-`KERAS_BACKEND` the tests run under, so the test is backend-independent
-(`tests/app/`: run once, on CI's TensorFlow stage).
+end; then, of the run that two processes finished (and validated in the
+strategy), `keras-txl evaluate --strategy` on two processes beside a
+one-device evaluation of the same folder. The children run the backend
+of the fixture's parameter, whatever `KERAS_BACKEND` the tests run
+under, so the test is backend-independent (`tests/app/`: run once, on
+CI's TensorFlow stage).
 """
 
 import json
@@ -41,8 +44,21 @@ RUN = [
     "--size", "tiny", "--steps", str(STEPS), "--segment-length", "8",
     "--batch-size", "2", "--memory-length", "8", "--eval-memory-length",
     "8", "--steps-per-epoch", "1", "--seed", "0",
-    "--sample-tokens", "0",
+    "--sample-tokens", "0", "--valid-fraction", "0.2",
 ]  # fmt: skip
+# (A validation text of 68 tokens: 2 streams of 4 segments, 1 on each
+# process, so a finished two-process run validates in the strategy.)
+# The one-device references of the evaluations on 2 processes, in one
+# process: the run's validation text read as `keras-txl evaluate
+# --streams 2 --token-losses` reads it (`score`), and as the run
+# validated (`evaluate_bpc`).
+REFERENCE = """
+import sys
+from keras_txl_cli.evaluate_command import evaluate
+run, losses, metrics, validation = sys.argv[1:]
+evaluate(run, batch_size=2, token_losses=losses, metrics_json=metrics)
+evaluate(run, metrics_json=validation, verbose=0)
+"""
 # The flags of a run on 2 processes, and on 1 process with 2 devices.
 PROCESSES = {
     "jax": ["--strategy", "jax-data-parallel", "--num-devices", "1"],
@@ -69,6 +85,17 @@ def _start(
     backend, corpus, output, *extra, process=None, port=None, devices=None
 ):
     """`python -m keras_txl_cli train` in a fresh process: process
+    `process` of 2 on `port`, or alone (on `devices` CPU devices)."""
+    if devices:
+        extra = (*extra, *TWO_DEVICES[backend])
+    command = ["-m", "keras_txl_cli", "train", "--corpus", corpus]
+    command += ["--output", output, *RUN, *extra]
+    command += ["--dropout", DROPOUT[backend]]
+    return _python(backend, command, process, port, devices)
+
+
+def _python(backend, arguments, process=None, port=None, devices=None):
+    """`python *arguments` in a fresh process of `backend`: process
     `process` of 2 on `port`, or alone (on `devices` CPU devices)."""
     env = dict(
         os.environ,
@@ -98,13 +125,8 @@ def _start(
         )
     if devices and backend == "jax":
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-    if devices:
-        extra = (*extra, *TWO_DEVICES[backend])
-    command = [sys.executable, "-m", "keras_txl_cli", "train", "--corpus"]
-    command += [corpus, "--output", output, *RUN, *extra]
-    command += ["--dropout", DROPOUT[backend]]
     return subprocess.Popen(
-        command,
+        [sys.executable, *arguments],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -239,9 +261,37 @@ def runs(request, tmp_path_factory):
             _pair(backend, corpus, out["grown"], "--resume")
         )
         lap("one_resumed")
+
+    # `keras-txl evaluate --strategy` on 2 processes (`score(strategy=)`)
+    # of the finished two-process run, beside the one-device references.
+    report.update(_evaluations(backend, folder, _finished_pair(report)[0]))
+    lap("evaluate")
     report["times"] = times
     print(json.dumps(times))
     return report
+
+
+def _evaluations(backend, folder, run):
+    """`{"evaluate", "reference", "files"}`: the results of `keras-txl
+    evaluate RUN --streams 2 --token-losses` on 2 processes under the
+    strategy, and of the one-device `REFERENCE` (run at the same time),
+    and their files."""
+    files = {
+        name: str(folder / name)
+        for name in ("pair.npy", "pair.json", "one.npy", "one.json", "val.json")
+    }
+    port = free_port_pair()
+    evaluate = ["-m", "keras_txl_cli", "evaluate", run, "--streams", "2"]
+    evaluate += ["--token-losses", files["pair.npy"], "--metrics-json"]
+    evaluate += [files["pair.json"], *PROCESSES[backend]]
+    reference = ["-c", REFERENCE, run, files["one.npy"], files["one.json"]]
+    started = [_python(backend, evaluate, process=p, port=port) for p in (0, 1)]
+    started.append(_python(backend, [*reference, files["val.json"]]))
+    return {
+        "evaluate": _finish(started[:2]),
+        "reference": _finish(started[2:]),
+        "files": files,
+    }
 
 
 def _ok(results):
@@ -341,3 +391,46 @@ def test_resume_on_another_number_of_processes_and_devices(runs):
     np.testing.assert_allclose(
         _losses(runs["out"]["grown"]), whole, atol=1e-5, rtol=0
     )
+
+
+def _result_line(output, name="builtin valid:"):
+    """The first line of `output` that gives an evaluation's result."""
+    return next(line for line in output.splitlines() if line.startswith(name))
+
+
+@pytest.mark.slow
+def test_evaluation_and_scoring_on_two_processes_equal_one_device(runs):
+    """Evaluation in the strategy on 2 processes, 1 row on each, every
+    result whole on both, equals one device: the finished run's
+    validation (`evaluate_bpc(strategy=)`) and `keras-txl evaluate
+    --strategy ... --token-losses` (`score(strategy=)`), each to the
+    one-device evaluation of the same run folder."""
+    output, results = _finished_pair(runs)
+    _ok(runs["reference"])
+    reference = runs["reference"][0][1]
+    files = runs["files"]
+    with open(files["val.json"]) as file:
+        one_device = json.load(file)["bits_per_character"]
+    with open(os.path.join(output, "metrics.json")) as file:
+        validated = json.load(file)["valid_bpc_with_memory"]
+    for _, out, _ in results:
+        assert "Validation on one device" not in out
+        assert "Validation (68 tokens" in out
+    # (Measured: equal on JAX and TensorFlow.)
+    assert abs(validated - one_device) <= 1e-6
+    lines = {_result_line(out, "Validation bits") for _, out, _ in results}
+    assert len(lines) == 1  # the same result on both processes
+    _ok(runs["evaluate"])
+    losses, one = np.load(files["pair.npy"]), np.load(files["one.npy"])
+    assert losses.shape == one.shape == (2, 33)
+    # (Measured: 0 on JAX; 9.5e-7 on TensorFlow, whose replicas run the
+    # step without XLA.)
+    np.testing.assert_allclose(losses, one, atol=5e-6, rtol=0)
+    with open(files["pair.json"]) as file:
+        pair = json.load(file)
+    with open(files["one.json"]) as file:
+        assert abs(pair["loss"] - json.load(file)["loss"]) <= 1e-6
+    line = _result_line(reference)
+    for _, out, _ in runs["evaluate"]:
+        assert "1 stream(s) on each of 2 replicas" in out
+        assert _result_line(out) == line  # every row, on both processes
