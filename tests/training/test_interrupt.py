@@ -6,6 +6,7 @@ checkpoint."""
 
 import csv
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -40,20 +41,24 @@ RUN = dict(
     sample_tokens=0,  # the sample is test_cli's
 )
 
-# `keras-txl train ARGS`, which stops at the end of step N (argv[1]) until
-# a line comes on its stdin: the test sends a signal in between, so that
-# it lands at that step without waiting on a clock.
+# `keras-txl train` commands run one after the other in one process
+# (argv[1]: a JSON list of `[N, ARGS]`), as a user's shell runs them but
+# for the import of Keras, once: each command stops at the end of step N
+# until a line comes on its stdin (the test sends a signal in between,
+# so that it lands at that step without waiting on a clock), then prints
+# `STATUS S` (its exit status) and waits for a line before the next.
+NEXT = "--- next command"  # on stderr, between two commands' output
 CHILD = """
+import json
 import sys
-
-import pytest
 
 import keras
 
 from keras_txl_cli import cli
 from keras_txl_cli import train_run
 
-pause_at = int(sys.argv[1])
+commands = json.loads(sys.argv[1])
+pause_at = None
 logging_callbacks = train_run._logging_callbacks
 
 
@@ -70,8 +75,14 @@ def with_pause(config, folder, history, *args):
 
 
 train_run._logging_callbacks = with_pause
-sys.exit(cli.main(sys.argv[2:]))
-"""
+for number, (pause_at, argv) in enumerate(commands):
+    if number:
+        sys.stdin.readline()
+        print(NEXT, file=sys.stderr, flush=True)
+    status = cli.main(argv)
+    print(f"STATUS {status}", flush=True)
+sys.exit(status)
+""".replace("NEXT", repr(NEXT))
 
 
 def _argv(corpus, output):
@@ -109,42 +120,57 @@ def _same_threads():
     return {"OMP_NUM_THREADS": str(torch.get_num_threads())}
 
 
-def _run(argv, cache, pause_at=0, send=None, on_pause=None):
-    """Runs the child (token cache `cache`); at step `pause_at` calls
-    `on_pause()`, sends signal `send`, and lets it go on. Returns
-    `(status, stdout, stderr)`."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(pause_at), *argv],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(
-            os.environ,
-            PYTHONPATH=REPO,
-            TF_CPP_MIN_LOG_LEVEL="3",
-            KERAS_TXL_CACHE=cache,
-            **_same_threads(),
-        ),
-    )
-    try:
-        if pause_at:
-            for line in child.stdout:
-                if "PAUSED" in line:
-                    break
-            else:
-                raise AssertionError(child.stderr.read()[-3000:])
-            if on_pause is not None:
-                on_pause()
-            child.send_signal(send)
-            if send != signal.SIGKILL:
-                child.stdin.write("\n")
-                child.stdin.flush()
-        out, err = child.communicate()
-    finally:
-        child.kill()
-        child.wait()
-    return child.returncode, out, err
+class _Child:
+    """The child running `commands` (`[(N, argv)]`, see CHILD) with the
+    token cache `cache`, driven step by step by the test."""
+
+    def __init__(self, cache, *commands):
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(commands)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(
+                os.environ,
+                PYTHONPATH=REPO,
+                TF_CPP_MIN_LOG_LEVEL="3",
+                KERAS_TXL_CACHE=cache,
+                **_same_threads(),
+            ),
+        )
+
+    def until(self, word):
+        """The next line of stdout that starts with `word`."""
+        for line in self.process.stdout:
+            if line.startswith(word):
+                return line
+        raise AssertionError(self.process.stderr.read()[-3000:])
+
+    def stop(self, send):
+        """At the pause: sends signal `send` and lets the command go on;
+        returns its exit status (None for SIGKILL)."""
+        self.process.send_signal(send)
+        if send == signal.SIGKILL:
+            return None
+        self.next()
+        return int(self.until("STATUS ").split()[1])
+
+    def next(self):
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+
+    def finish(self):
+        """`(exit status, [each command's stderr])`."""
+        _, err = self.process.communicate()
+        return self.process.returncode, err.split(NEXT + "\n")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *error):
+        self.process.kill()
+        self.process.wait()
 
 
 def _losses(output):
@@ -197,29 +223,35 @@ def test_signals_stop_at_a_step_and_resume_exactly(tmp_path):
         kinds = {entry["kind"] for entry in token_cache_entries(cache)}
         assert kinds == {"unfinished"}, kinds
 
-    status, _, err = _run(
-        _argv(corpus, output) + ["--overwrite"],
-        cache,
-        first,
-        signal.SIGINT,
-        old_run_is_whole,
-    )
-    line = _one_line(err, status)
-    assert status == 130, (first, err[-3000:])
-    assert f"stopped by SIGINT after step {first + 1} of {STEPS}" in line
-    assert "--resume" in line
-    steps, losses = _losses(output)
-    assert steps == list(range(1, first + 2))
-    assert losses == expected[: first + 1], first
-    assert sorted(os.listdir(tmp_path)) == ["cache", "corpus.txt", "run"]
-    kinds = sorted(entry["kind"] for entry in token_cache_entries(cache))
-    assert kinds == ["ids", "ids", "split", "vocabulary"], kinds
-
-    # SIGKILL past the next checkpoint, where steps.csv holds steps its
-    # checkpoint does not: the resumed run drops and runs them again.
+    # SIGINT, then SIGKILL past the next checkpoint, where steps.csv
+    # holds steps its checkpoint does not: the resumed run drops and runs
+    # them again: two commands of one child process, as a shell runs
+    # them but for one import of Keras (the SIGTERM below resumes in a
+    # fresh process).
     resume = _argv(corpus, output)[:7] + ["--resume"]
     third = PER_EPOCH + 2
-    status, _, err = _run(resume, cache, third, signal.SIGKILL)
+    with _Child(
+        cache,
+        (first, _argv(corpus, output) + ["--overwrite"]),
+        (third, resume),
+    ) as child:
+        child.until("PAUSED")
+        old_run_is_whole()
+        status = child.stop(signal.SIGINT)
+        assert status == 130, (first, status)
+        steps, losses = _losses(output)
+        assert steps == list(range(1, first + 2))
+        assert losses == expected[: first + 1], first
+        assert sorted(os.listdir(tmp_path)) == ["cache", "corpus.txt", "run"]
+        kinds = sorted(entry["kind"] for entry in token_cache_entries(cache))
+        assert kinds == ["ids", "ids", "split", "vocabulary"], kinds
+        child.next()  # the second command
+        child.until("PAUSED")
+        child.stop(signal.SIGKILL)
+        status, (err, _) = child.finish()
+    line = _one_line(err, 130)
+    assert f"stopped by SIGINT after step {first + 1} of {STEPS}" in line
+    assert "--resume" in line
     assert status == -signal.SIGKILL, err[-3000:]
     assert _losses(output)[0][-1] == third
 
@@ -227,7 +259,10 @@ def test_signals_stop_at_a_step_and_resume_exactly(tmp_path):
     # lands during the next to last step: the run stops after the last
     # one (the validation and the sample after training are another
     # test's), whose row is written, with every loss of the whole run.
-    status, _, err = _run(resume, cache, STEPS - 1, signal.SIGTERM)
+    with _Child(cache, (STEPS - 1, resume)) as child:
+        child.until("PAUSED")
+        assert child.stop(signal.SIGTERM) == 143
+        status, (err,) = child.finish()
     line = _one_line(err, status)
     assert status == 143, err[-3000:]
     assert f"stopped by SIGTERM after step {STEPS} of {STEPS}" in line
