@@ -68,16 +68,18 @@ def test_matches_loop_by_loop_definition(T, M, valid, same_length, clamp):
 
 
 def test_empty_memory_slots_have_no_effect():
+    # The shapes of test_matches_loop_by_loop_definition's second case
+    # (T=3, M=5, batch 2): on JAX the two share each op's compilation.
     layer, position = _random_layer()
     rng = np.random.default_rng(2)
-    x = rng.normal(size=(1, 3, 8)).astype("float32")
-    memory = rng.normal(size=(1, 4, 8)).astype("float32")
-    valid = np.array([2], "int32")
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    memory = rng.normal(size=(2, 5, 8)).astype("float32")
+    valid = np.array([2, 2], "int32")
     out = to_numpy(
         layer(x, position(x, memory), memory=memory, memory_valid_length=valid)
     )
     garbage = memory.copy()
-    garbage[:, :2] = 1e4  # the two invalid slots
+    garbage[:, :3] = 1e4  # the three invalid slots
     out2 = to_numpy(
         layer(
             x, position(x, garbage), memory=garbage, memory_valid_length=valid
@@ -85,7 +87,7 @@ def test_empty_memory_slots_have_no_effect():
     )
     np.testing.assert_allclose(out, out2, atol=1e-5)
     # ...and dropping them entirely gives the same numbers.
-    short = memory[:, 2:]
+    short = memory[:, 3:]
     out3 = to_numpy(layer(x, position(x, short), memory=short))
     np.testing.assert_allclose(out, out3, atol=1e-5)
 

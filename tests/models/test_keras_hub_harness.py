@@ -46,6 +46,13 @@ def _shorter_segments(data, lengths=(1, 2, 4)):
     ]
 
 
+# The task tests' dataset batches all 4 examples at once, as `predict`
+# and `fit` do the arrays (their default batch of 32): the harness's runs
+# on arrays and on datasets then share one compiled step each (batches of
+# 2, the harness's default, compile or trace a step of a second shape).
+_TASK_BATCH = 4
+
+
 class TaskUnderTest(TransformerXLCausalLM):
     """`run_task_test` reads `_inputs_struct`, which only functional
     models have; the LM is subclassed, and these are the inputs its
@@ -190,6 +197,7 @@ class KerasHubHarnessTest(keras_hub_test_case.TestCase):
                 },
                 train_data=(["a b c", "d e f g", "h a", "b b b b b b b"],),
                 expected_output_shape=(4, 6, 10),
+                batch_size=_TASK_BATCH,
             )
         registered = keras.saving.get_custom_objects().values()
         assert TaskUnderTest not in registered
@@ -229,6 +237,7 @@ class KerasHubHarnessTest(keras_hub_test_case.TestCase):
                     np.array([0, 2, 1, 2]),
                 ),
                 expected_output_shape=(4, 3),
+                batch_size=_TASK_BATCH,
             )
         registered = keras.saving.get_custom_objects().values()
         assert ClassifierUnderTest not in registered

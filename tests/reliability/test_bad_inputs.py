@@ -411,13 +411,15 @@ def test_a_shuffled_dataset_is_reported_and_segment_dataset_is_not(tiny):
 # === Out-of-range ids inside fit (values cannot raise in a traced step) ===
 
 
-def _dataset_with_bad_batch(bad_batch, where, value, batches=5):
-    """Batches of 2 rows, ordered; batch `bad_batch` (1-based) holds
-    `value` in its inputs or targets."""
-    x, y = _pairs(2 * batches, seed=1)
-    (x if where == "inputs" else y)[2 * (bad_batch - 1), 1] = value
+def _dataset_with_bad_batch(bad_batch, where, value, batches=5, rows=4):
+    """Batches of `rows` rows, ordered; batch `bad_batch` (1-based) holds
+    `value` in its inputs or targets. Batches of 4 tokens by 3, as
+    `test_a_batch_size_change_mid_fit_is_a_clear_error` fits: on JAX the
+    two share one compiled train step (the persistent cache)."""
+    x, y = _pairs(rows * batches, seed=1)
+    (x if where == "inputs" else y)[rows * (bad_batch - 1), 1] = value
     dataset = tf.data.Dataset.from_tensor_slices((x, y))
-    return dataset.batch(2, drop_remainder=True)
+    return dataset.batch(rows, drop_remainder=True)
 
 
 def test_out_of_range_ids_in_a_traced_step_give_nan_logits(tiny):
