@@ -250,7 +250,7 @@ class TransformerXLBlock(keras.layers.Layer):
         The same numbers as on `(batch, T, hidden)` (dropout draws for
         each element in the same order), but JAX's 2-D matmuls take
         their weight gradients without the copies that XLA:CPU makes
-        for a 3-D operand: a JAX training step at 0.92x the time
+        for a 3-D operand: a JAX training step at 0.91x the time
         (docs/benchmarks.md, "Round five")."""
         batch, length = ops.shape(states)[0], ops.shape(states)[1]
         hidden_dim = states.shape[-1]

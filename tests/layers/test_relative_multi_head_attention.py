@@ -447,7 +447,7 @@ def test_projections_are_their_layers_calls():
     attended = rng.normal(size=(2, 3, 2, 4)).astype("float32")
     layer.query_dense.enable_lora(2)
     layer.query_dense.lora_kernel_b.assign(
-        rng.normal(size=(2, 2, 4)).astype("float32")
+        rng.normal(size=(2, 4)).astype("float32")
     )
     layer.value_dense.quantize("int8")
     for dense, inputs, rank in (
