@@ -230,12 +230,14 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     negative mask value and the exponentials overflow in float16.
 
     Every projection (queries, keys and values, position keys, output) is
-    the call of its `EinsumDense` layer, float or quantized
-    (`Model.quantize`) alike. A variant with other position terms
-    overrides one method, `_compute_attention` (the scores, softmax and
-    attended values of the projected heads; as Keras's
-    `MultiHeadAttention._compute_attention`), and the weights it reads,
-    `_build_position_weights`: see `LearnedRelativeMultiHeadAttention`.
+    an `EinsumDense` layer, float or quantized (`Model.quantize`); the
+    float ones of the queries, keys, values and output are computed as
+    2-D matmuls of their kernels (`_project`). A variant with other
+    position terms overrides one method, `_compute_attention` (the
+    scores, softmax and attended values of the projected heads; as
+    Keras's `MultiHeadAttention._compute_attention`), and the weights it
+    reads, `_build_position_weights`: see
+    `LearnedRelativeMultiHeadAttention`.
 
     Args:
         num_heads: int. Number of attention heads.
@@ -664,9 +666,40 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
     def _output(self, attended):
         """The output projection of `attended` `(heads, batch, T,
         head_dim)`: `(batch, T, output_dim)`."""
-        return self.output_dense(
-            ops.transpose(attended, (1, 2, 0, 3))
+        return self._project(
+            self.output_dense, ops.transpose(attended, (1, 2, 0, 3)), 2
         )  # (batch, T, output_dim)
+
+    def _project(self, dense, inputs, input_rank=1):
+        """`dense(inputs)` for one of the `EinsumDense` projections, whose
+        kernel's first `input_rank` axes contract the last ones of
+        `inputs` (`"btd,dnh->btnh"`, `"btnh,nhd->btd"`).
+
+        A float layer's projection is computed as one 2-D matmul of the
+        rows of `inputs` with the kernel as a matrix (LoRA's update
+        included: the layer's `kernel`). It is the same product, but in
+        a JAX training step XLA:CPU takes the weight gradient of a 2-D
+        matmul without the copies it makes for the einsum's 3-D and 4-D
+        operands: with the feed-forward network's rows
+        (`TransformerXLBlock`), a step at 0.89x the time
+        (docs/benchmarks.md, "Round five"). A quantized layer
+        (`Model.quantize`) is called as it is: its call dequantizes.
+        """
+        if dense.quantization_mode is not None:
+            return dense(inputs)
+        kernel = ops.cast(dense.kernel, self.compute_dtype)
+        inner_shape = tuple(kernel.shape[:input_rank])
+        outer_shape = tuple(kernel.shape[input_rank:])
+        leading = [
+            ops.shape(inputs)[i] for i in range(len(inputs.shape) - input_rank)
+        ]
+        rows = ops.reshape(inputs, (-1, math.prod(inner_shape)))  # (N, in)
+        matrix = ops.reshape(
+            kernel, (math.prod(inner_shape), math.prod(outer_shape))
+        )  # (in, out)
+        return ops.reshape(
+            ops.matmul(rows, matrix), (*leading, *outer_shape)
+        )  # (..., *outer_shape)
 
     def key_values(self, context):
         """The keys and values of `context` (batch, L, dim), as one tensor
@@ -675,7 +708,11 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         context = ops.cast(context, self.compute_dtype)
         batch, length = ops.shape(context)[0], ops.shape(context)[1]
         kv = ops.concatenate(
-            [self.key_dense(context), self.value_dense(context)], axis=2
+            [
+                self._project(self.key_dense, context),
+                self._project(self.value_dense, context),
+            ],
+            axis=2,
         )  # (batch, L, 2 * heads, head_dim)
         return ops.reshape(
             kv, (batch, length, 2 * self.num_heads * self.head_dim)
@@ -693,7 +730,9 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
 
     def _queries(self, query):
         """The queries (heads, batch, T, head_dim)."""
-        return ops.transpose(self.query_dense(query), (2, 0, 1, 3))
+        return ops.transpose(
+            self._project(self.query_dense, query), (2, 0, 1, 3)
+        )
 
     def position_keys(self, position_embedding):
         """The projected position embeddings `(num_heads, head_dim, K +

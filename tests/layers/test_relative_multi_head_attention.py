@@ -436,3 +436,29 @@ def test_cached_key_values_and_position_keys_give_the_same_output(
             key_values=key_values,
             position_keys=layer.position_keys(position[:-1]),
         )
+
+
+@pytest.mark.torch_ok
+def test_projections_are_their_layers_calls():
+    # A float projection is a 2-D matmul of the layer's kernel
+    # (`_project`): the layer's call, LoRA's update included; a quantized
+    # layer is called.
+    layer, _ = _random_layer()
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    attended = rng.normal(size=(2, 3, 2, 4)).astype("float32")
+    layer.query_dense.enable_lora(2)
+    layer.query_dense.lora_kernel_b.assign(
+        rng.normal(size=(2, 4)).astype("float32")
+    )
+    layer.value_dense.quantize("int8")
+    for dense, inputs, rank in (
+        (layer.query_dense, x, 1),
+        (layer.key_dense, x, 1),
+        (layer.value_dense, x, 1),
+        (layer.output_dense, attended, 2),
+    ):
+        got = to_numpy(layer._project(dense, inputs, rank))
+        np.testing.assert_allclose(
+            got, to_numpy(dense(inputs)), atol=1e-5, err_msg=dense.name
+        )
