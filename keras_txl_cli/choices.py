@@ -105,8 +105,13 @@ def list_of(convert, allowed, what):
     return parse
 
 
+def integer_list_from(lowest):
+    """An argparse type: comma-separated ints >= `lowest`."""
+    return list_of(int, lambda v: v >= lowest, f"integers >= {lowest}")
+
+
 # `--contexts 16,32,48` of `recl`, `--recl-contexts` of `ablate`.
-integer_list = list_of(int, lambda v: v >= 1, "integers >= 1")
+integer_list = integer_list_from(1)
 
 
 class ConfigError(ValueError):

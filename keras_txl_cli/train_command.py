@@ -14,6 +14,7 @@ from keras_txl_cli.choices import DATASETS
 from keras_txl_cli.choices import TOKENIZERS
 from keras_txl_cli.choices import ConfigError
 from keras_txl_cli.choices import integer
+from keras_txl_cli.choices import integer_list_from
 from keras_txl_cli.choices import jit_compile_flag
 from keras_txl_cli.choices import number
 from keras_txl_cli.console import progress_flag
@@ -104,6 +105,15 @@ def add_parser(subparsers):
         help="validation tokens evaluated after training, at each memory "
         "length (default 200000; 0: the whole split, as `keras-txl "
         "evaluate` does)",
+    )
+    parser.add_argument(
+        "--validation-memory-lengths",
+        type=integer_list_from(0),
+        metavar="N,N,...",
+        help="memory lengths of the validation after training (its table "
+        "and bpc_vs_memory.png), one pass each; 0 and --eval-memory-length "
+        "are always among them (default: 0, T/4, T, 2T and 4T, T the "
+        "segment length, and --memory-length)",
     )
     parser.add_argument(
         "--sample-tokens",

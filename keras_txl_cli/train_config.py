@@ -22,6 +22,7 @@ RUN_FIELDS = (
     "metrics_json",
     "verbose",
     "valid_tokens",  # how much is evaluated, not what is trained
+    "validation_memory_lengths",
     "sample_tokens",
     "tpu",  # where the run is, not what it is: may change on resume
     "tensorboard",
@@ -63,6 +64,13 @@ class TrainConfig:
             out for validation, from its end.
         valid_tokens: validation tokens evaluated after training (the
             first ones of the split); 0: the whole split.
+        validation_memory_lengths: list of ints >= 0, or `None`: the
+            memory lengths of the validation after training (its table in
+            `metrics.json` and `bpc_vs_memory.png`), one pass over the
+            validation tokens each; 0 and `eval_memory_length` are always
+            among them (the bits per character without and with memory).
+            `None`: `0, T/4, T, 2T, 4T` (T the segment length) and
+            `memory_length` (`keras_txl_cli.train_run.eval_memory_lengths`).
         sample_tokens: tokens of the sample generated and printed after
             training (a compiled generation: seconds on a CPU); 0: none.
         seed: int. Seed of the initialization and of dropout.
@@ -109,6 +117,7 @@ class TrainConfig:
     steps_per_epoch: int = 100
     valid_fraction: float = 0.1
     valid_tokens: int = 200_000
+    validation_memory_lengths: list = None
     sample_tokens: int = 200
     seed: int = 0
     output: str = os.path.join("runs", "keras-txl")
@@ -192,6 +201,15 @@ class TrainConfig:
         _check_int("seed", self.seed, lowest=0)
         _check_int("valid_tokens", self.valid_tokens, lowest=0)
         _check_int("sample_tokens", self.sample_tokens, lowest=0)
+        lengths = self.validation_memory_lengths
+        if lengths is not None:
+            if not isinstance(lengths, (list, tuple)) or not lengths:
+                raise ConfigError(
+                    "--validation-memory-lengths must be a list of integers "
+                    f">= 0 (e.g. 0,16). Received: {lengths!r}"
+                )
+            for length in lengths:
+                _check_int("validation_memory_lengths", length, lowest=0)
         if self.warmup_steps >= self.steps:
             raise ConfigError(
                 f"--warmup-steps ({self.warmup_steps}) must be below --steps "

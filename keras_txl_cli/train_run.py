@@ -76,12 +76,15 @@ def _corpus_name(config):
 
 
 def eval_memory_lengths(config):
-    """The memory lengths of the bpc-against-memory table: `0, T/4, T, 2T,
-    4T`, the training and the evaluation memory lengths."""
-    t = config.segment_length
-    lengths = {0, t // 4, t, 2 * t, 4 * t}
-    lengths |= {config.memory_length, config.eval_memory_length}
-    return sorted(lengths)
+    """The memory lengths of the bpc-against-memory table, sorted: those of
+    `--validation-memory-lengths`, else `0, T/4, T, 2T, 4T` and the
+    training memory length; with 0 and the evaluation memory length
+    always (the bits per character without and with memory)."""
+    lengths = config.validation_memory_lengths
+    if lengths is None:
+        t = config.segment_length
+        lengths = [0, t // 4, t, 2 * t, 4 * t, config.memory_length]
+    return sorted({0, config.eval_memory_length, *lengths})
 
 
 def _prepare_output(config):

@@ -34,6 +34,7 @@ def test_flags_are_applied_recorded_and_logged_every_step(tmp_path):
         steps_per_execution=2,
         validate_every=2,
         tensorboard=str(board),
+        validation_memory_lengths=[0],
     )
     lines = []
     metrics = train(config, log=lines.append)
@@ -50,6 +51,11 @@ def test_flags_are_applied_recorded_and_logged_every_step(tmp_path):
     assert metrics["resolved_jit_compile"] is (
         keras.backend.backend() == "jax"  # JAX always compiles
     )
+    # The validation after training, at the lengths asked for: 0 and the
+    # evaluation memory (16), one pass each.
+    table = metrics["bpc_by_memory_length"]
+    assert [row["memory_length"] for row in table] == [0, 16]
+    assert metrics["valid_bpc_without_memory"] == table[0]["bits_per_character"]
     # Two executions of two steps: one loss each, four steps.
     assert metrics["steps"] == 4 and len(metrics["train_loss"]) == 2
     # Validation at steps 2 and 4, in the metrics and the step log.
@@ -153,13 +159,17 @@ def test_command_line_options_reach_the_config():
             "100",
             "--tensorboard",
             "logs",
+            "--validation-memory-lengths",
+            "0,64",
         ]
     )
     assert (args.dtype_policy, args.jit_compile) == ("mixed_bfloat16", False)
     assert (args.steps_per_execution, args.validate_every) == (4, 100)
     assert args.tensorboard == "logs"
+    assert args.validation_memory_lengths == [0, 64]
     defaults = make_parser().parse_args(["train"])
     assert (defaults.jit_compile, defaults.steps_per_execution) == ("auto", 1)
+    assert defaults.validation_memory_lengths is None
 
 
 class _Model:

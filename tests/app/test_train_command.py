@@ -142,6 +142,14 @@ def test_output_folder_is_never_overwritten_without_overwrite(tmp_path):
         (dict(warmup_steps=7), "--warmup-steps"),
         (dict(tokenizer="bpe"), "--tokenizer"),
         (dict(resume=True, overwrite=True), "exclude each other"),
+        (
+            dict(validation_memory_lengths=[8, -1]),
+            "--validation-memory-lengths must be an integer >= 0",
+        ),
+        (
+            dict(validation_memory_lengths=[]),
+            "--validation-memory-lengths must be a list",
+        ),
     ],
 )
 def test_config_errors_name_the_option(tmp_path, kwargs, match):
@@ -163,3 +171,12 @@ def test_preset_defaults_and_memory_lengths(tmp_path):
         16,
         32,
     ]
+    # `--validation-memory-lengths`: the lengths given, with 0 and the
+    # evaluation memory (16) always, each once.
+    for given, expected in (
+        ([64, 4, 64], [0, 4, 16, 64]),
+        ([0], [0, 16]),
+        ([16, 0], [0, 16]),
+    ):
+        config = _config(tmp_path, validation_memory_lengths=given)
+        assert eval_memory_lengths(config.resolved()) == expected, given
