@@ -53,6 +53,7 @@ import keras_hub  # noqa: E402, F401
 import pytest  # noqa: E402
 
 import keras_txl  # noqa: E402, F401
+from tests import test_case  # noqa: E402
 
 # Keras collects garbage on every `clear_session()` (each test) and on
 # every variable a layer deletes (`quantize()`: one per kernel); each
@@ -76,6 +77,29 @@ def _clean_keras_state():
     gc.freeze()  # see above
     yield
     keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture(scope="session")
+def readme_run(tmp_path_factory):
+    """The folder of the README's tiny `keras-txl train` run
+    (`tests.test_case.readme_run`): read it only."""
+    return test_case.readme_run(tmp_path_factory)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _readme_run_started(request, tmp_path_factory):
+    """Where a test of the session asks for `readme_run`, its training
+    starts with the session, in a process of its own
+    (`tests.test_case.start_readme_run`), while this worker runs its
+    tests; the process is waited for before the worker exits."""
+    items = request.session.items
+    if not any("readme_run" in item.fixturenames for item in items):
+        yield
+        return
+    process = test_case.start_readme_run(tmp_path_factory)
+    yield
+    if process is not None:
+        process.wait()
 
 
 @pytest.fixture

@@ -46,36 +46,93 @@ def repository_files():
 
 # The README's `keras-txl train` (the built-in text, its default size),
 # made small: the run that the docs' blocks and the command-output tests
-# read.
+# read (validated without and with memory only: each memory length is a
+# compile).
 TINY_TRAIN = (
     "train --steps 2 --segment-length 8 --batch-size 2 --memory-length 8 "
     "--eval-memory-length 8 --steps-per-epoch 2 --valid-tokens 32 "
-    "--sample-tokens 0 --progress none"
+    "--validation-memory-lengths 0,8 --sample-tokens 0 --progress none"
 ).split()
+
+
+# The README run's training process (`start_readme_run`), `python -c
+# _TRAIN_IN_BACKGROUND COMMAND... PARTIAL FOLDER FAILED`: runs COMMAND
+# (`keras-txl TINY_TRAIN --output PARTIAL`), then renames PARTIAL FOLDER;
+# on failure, writes its stderr to FAILED. It holds the run's file lock
+# (the descriptor it inherits) until it exits.
+_TRAIN_IN_BACKGROUND = """
+import os, subprocess, sys
+*command, partial, folder, failed = sys.argv[1:]
+trained = subprocess.run(command, capture_output=True)
+if trained.returncode == 0:
+    os.rename(partial, folder)
+else:
+    with open(failed, "wb") as file:
+        file.write(trained.stderr[-3000:])
+"""
+
+
+def _readme_paths(tmp_path_factory):
+    """`(folder, lock, failed)` of this session's README run, shared by
+    the pytest-xdist workers."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, shared by workers
+    return (
+        shared / "readme_run",
+        shared / "readme_run.lock",
+        shared / "readme_run.failed",
+    )
+
+
+def start_readme_run(tmp_path_factory):
+    """Starts training the README run (`readme_run`) in a process of its
+    own, unless a process of this session has (or is doing it): the
+    tests that read the run find it trained, or wait for the rest, and
+    in the meantime this worker goes on with its other tests (before, a
+    test that asked for the run while the other worker trained it waited
+    for a minute, its core idle). Returns the process (to wait for before
+    this worker exits), or `None`."""
+    folder, lock_path, failed = _readme_paths(tmp_path_factory)
+    lock = open(lock_path, "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another worker's process trains it now
+        lock.close()
+        return None
+    with lock:  # the child holds the lock from here on, until it exits
+        if folder.exists() or failed.exists():
+            return None
+        script = os.path.join(os.path.dirname(sys.executable), "keras-txl")
+        partial = folder.with_name("readme_run_training")
+        return subprocess.Popen(
+            [sys.executable, "-c", _TRAIN_IN_BACKGROUND]
+            + [script, *TINY_TRAIN, "--output", str(partial)]
+            + [str(partial), str(folder), str(failed)],
+            cwd=folder.parent,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            pass_fds=(lock.fileno(),),
+        )
 
 
 def readme_run(tmp_path_factory):
     """The folder of `keras-txl TINY_TRAIN --output FOLDER`, trained once
     per test session, also under pytest-xdist (the workers share it,
     behind a file lock; a failed train fails each test that asks). Read
-    it only: copy it to write beside it."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # this session's folder, shared by workers
-    folder = shared / "readme_run"
-    with open(shared / "readme_run.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not folder.exists():
-            script = os.path.join(os.path.dirname(sys.executable), "keras-txl")
-            partial = shared / "readme_run_training"
-            trained = subprocess.run(
-                [script, *TINY_TRAIN, "--output", str(partial)],
-                cwd=shared,
-                env=dict(os.environ, PYTHONPATH=str(REPO)),
-                capture_output=True,
-            )
-            assert trained.returncode == 0, trained.stderr[-3000:]
-            partial.rename(folder)
+    it only: copy it to write beside it. Waits for the training that
+    `start_readme_run` started, or starts it."""
+    process = start_readme_run(tmp_path_factory)
+    folder, lock_path, failed = _readme_paths(tmp_path_factory)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # while a process trains it
+    if process is not None:
+        process.wait()
+    if not folder.exists():
+        raise AssertionError(
+            failed.read_text(errors="replace")
+            if failed.exists()
+            else "The README run's training process left no result."
+        )
     return folder
 
 

@@ -17,7 +17,6 @@ import sys
 import pytest
 
 from tests.test_case import REPO
-from tests.test_case import readme_run
 from tests.test_case import repository_files
 
 DOCS = ["README.md", "CONTRIBUTING.md"] + sorted(
@@ -69,7 +68,7 @@ def test_python_blocks_are_found():
 
 
 @pytest.mark.slow
-def test_python_blocks_run_as_written(tmp_path, tmp_path_factory):
+def test_python_blocks_run_as_written(tmp_path, readme_run):
     blocks = [
         (name, line, code)
         for name in DOCS
@@ -79,7 +78,7 @@ def test_python_blocks_run_as_written(tmp_path, tmp_path_factory):
     # What the README's commands made before its blocks, small (the
     # session's `keras-txl train` run, which test_command_output.py reads
     # too), in `runs/keras-txl`, the README's --output.
-    shutil.copytree(readme_run(tmp_path_factory), tmp_path / "runs/keras-txl")
+    shutil.copytree(readme_run, tmp_path / "runs/keras-txl")
     assert (tmp_path / "runs" / "keras-txl" / "task.json").is_file()
     result = subprocess.run(
         [sys.executable, "-c", RUN_BLOCKS],

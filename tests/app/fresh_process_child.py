@@ -59,6 +59,9 @@ TINY = [
     "0",
     "--valid-tokens",
     "32",
+    # Validated without and with memory (each length a compile).
+    "--validation-memory-lengths",
+    "0,8",
     "--progress",
     "lines",  # the fit lines name the unit too
     "--sample-tokens",  # generation is the `load` and `cli` modes'

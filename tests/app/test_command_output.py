@@ -15,7 +15,6 @@ import pytest
 
 from keras_txl_cli import artifacts
 from tests.test_case import REPO
-from tests.test_case import readme_run
 
 
 def _command(*argv, cwd=None):
@@ -33,11 +32,11 @@ def _command(*argv, cwd=None):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(readme_run):
     """The README's tiny `keras-txl train` run on the built-in text, made
     once per session (`tests.test_case.readme_run`, which
     tests/test_docs.py reads too)."""
-    return readme_run(tmp_path_factory)
+    return readme_run
 
 
 @pytest.mark.slow

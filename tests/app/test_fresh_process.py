@@ -199,6 +199,9 @@ def test_a_torch_user_trains_evaluates_generates_and_exports(tmp_path):
     evaluated = json.loads((tmp_path / "evaluate.json").read_text())
     assert trained["config"]["dropout"] == 0.1
     assert len(trained["train_loss"]) == 2
+    # --validation-memory-lengths 0,8: validated at those lengths only.
+    table = trained["bpc_by_memory_length"]
+    assert [row["memory_length"] for row in table] == [0, 8]
     assert evaluated["bits_per_character"] == pytest.approx(
         trained["valid_bpc_with_memory"], rel=1e-5
     )
