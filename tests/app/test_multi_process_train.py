@@ -45,9 +45,12 @@ RUN = [
     "--batch-size", "2", "--memory-length", "8", "--eval-memory-length",
     "8", "--steps-per-epoch", "1", "--seed", "0",
     "--sample-tokens", "0", "--valid-fraction", "0.2",
+    "--validation-memory-lengths", "0",
 ]  # fmt: skip
 # (A validation text of 68 tokens: 2 streams of 4 segments, 1 on each
-# process, so a finished two-process run validates in the strategy.)
+# process, so a finished two-process run validates in the strategy; at
+# memory 0 and 8 only, the lengths the tests read: every finished run
+# validates, and each length is a pass and a compilation.)
 # The one-device references of the evaluations on 2 processes, in one
 # process: the run's validation text read as `keras-txl evaluate
 # --streams 2 --token-losses` reads it (`score`), and as the run
