@@ -136,8 +136,8 @@ def _gathered(strategy, values):
 def gather_arrays(values):
     """The nest of JAX arrays `values`, each laid out over the devices of
     every process (rows on several processes), as whole numpy arrays on
-    every process: `jax.experimental.multihost_utils.process_allgather`,
-    as `largest`; a collective (every process calls it)."""
+    every process: `jax.experimental.multihost_utils.process_allgather`
+    (also `largest`'s); a collective (every process calls it)."""
     from jax.experimental import multihost_utils
 
     return multihost_utils.process_allgather(values, tiled=True)
@@ -186,10 +186,7 @@ def largest(value):
 
     if keras.backend.backend() == "tensorflow":
         return _tensorflow_largest(_tensorflow_workers(), value)
-    from jax.experimental import multihost_utils
-
-    values = multihost_utils.process_allgather(np.int32(value))
-    return int(np.max(values))
+    return int(np.max(gather_arrays(np.array([value], "int32"))))
 
 
 def barrier(name):
