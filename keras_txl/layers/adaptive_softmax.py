@@ -576,6 +576,25 @@ class PerTokenLoss(keras.losses.Loss):
     weighted and averaged exactly as the compiled
     `SparseCategoricalCrossentropy` would average the same values.
 
+    Args:
+        name: str. The loss's name. Defaults to `"per_token_loss"`.
+        reduction: str or `None`. How the per-token losses are reduced,
+            as for any `keras.losses.Loss`. Defaults to
+            `"sum_over_batch_size"`.
+        dtype: str or `keras.DTypePolicy`. Of the loss computation.
+            Defaults to `None` (`keras.config.floatx()`).
+
+    Call arguments:
+        y_true: any tensor. Not read: the targets were used when `y_pred`
+            was computed.
+        y_pred: `(batch, T)` float tensor. The per-token losses.
+        sample_weight: optional `(batch, T)` tensor. Weights each token,
+            as for any loss.
+
+    Returns:
+        The reduced loss: a scalar under the default reduction, the
+        per-token losses weighted under `reduction=None`.
+
     Example:
 
     >>> import numpy as np
