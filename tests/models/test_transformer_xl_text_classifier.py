@@ -252,7 +252,11 @@ def _first_segment_task(num_documents, seed):
 
 def _accuracy(memory_length):
     keras.utils.set_random_seed(0)
-    backbone = tiny_backbone(0, **MEMORY_TASK)
+    # One layer: its last token attends to the memory of the 3 segments
+    # before its own, the first among them. Two layers compiled a longer
+    # step and learned the task less well (0.91 on TensorFlow, 0.99 on
+    # JAX, against 0.98 for one layer on both).
+    backbone = tiny_backbone(0, num_layers=1, **MEMORY_TASK)
     classifier = TransformerXLTextClassifier(
         backbone,
         num_classes=2,
@@ -263,9 +267,8 @@ def _accuracy(memory_length):
     steps = 8 * 512 // 32
     schedule = keras.optimizers.schedules.CosineDecay(1e-2, steps)
     # 16 steps per call of the compiled function, the same steps: the
-    # accuracies are the same to the last bit (0.94140625 on TensorFlow,
-    # 0.9921875 on JAX, with memory), in 0.81 of the time on TensorFlow
-    # (0.94 on JAX), measured side by side.
+    # accuracies were the same to the last bit, in 0.81 of the time on
+    # TensorFlow (0.94 on JAX), measured side by side with two layers.
     classifier.compile(
         optimizer=keras.optimizers.Adam(schedule, global_clipnorm=1.0),
         steps_per_execution=16,
@@ -279,8 +282,10 @@ def _accuracy(memory_length):
 @pytest.mark.slow
 def test_the_memory_is_what_reads_the_first_segment():
     """The label lies in the first of 4 segments: a memory of 3 segments
-    reads it from the last token, no memory cannot (chance is 0.5)."""
+    reads it from the last token, no memory cannot (chance is 0.5).
+    Measured: 0.984 on TensorFlow, 0.980 on JAX with memory; 0.539 and
+    0.492 without."""
     with_memory = _accuracy(memory_length=None)  # the backbone's: 24
     without = _accuracy(memory_length=0)
-    assert with_memory >= 0.9, (with_memory, without)
+    assert with_memory >= 0.95, (with_memory, without)
     assert without <= 0.65, (with_memory, without)
