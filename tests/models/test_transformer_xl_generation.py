@@ -74,47 +74,37 @@ def test_greedy_with_memory_equals_recomputing_the_prefix():
     assert out["padding_mask"].all()
 
 
-def test_zero_starting_memory():
-    """`memory_start="zeros"` generates from attended zero vectors, as
-    `initial_memory(start="zeros")` (HuggingFace, the authors' TensorFlow
-    code), and differs from the empty start."""
-    lm = generation_lm()
-    prompt, max_length = [3, 17, 5, 22, 9], 16
-    out = lm.generate(
-        padded([prompt], max_length),
-        stop_token_ids=None,
-        segment_length=2,
-        memory_length=6,
-        memory_start="zeros",
-    )
-    zeros = greedy_by_steps(lm, prompt, max_length, 6, start="zeros")
-    assert out["token_ids"][0].tolist() == zeros
-    assert zeros != greedy_by_steps(lm, prompt, max_length, 6)
-
-
-@pytest.mark.parametrize("start", ["empty", "zeros"])
-def test_generation_equals_single_token_steps(start):
+def test_generation_equals_single_token_steps():
     """A prompt read in segments (of 4 and 1 here) gives the tokens of
     feeding it one token at a time, for either memory start, with a
     memory that slides past the prompt's start (3 < 13 prompt tokens)
     and one that never slides (24). (Reading the prompt's segments
     through the graph, where a segment's last token sees the memory and
-    the whole segment, gives other tokens for this seed.)"""
+    the whole segment, gives other tokens for this seed.)
+
+    `memory_start="zeros"` generates from attended zero vectors, as
+    `initial_memory(start="zeros")` (HuggingFace, the authors' TensorFlow
+    code), and differs from the empty start."""
     lm = generation_lm(seed=3)
     prompt, max_length = prompts_of([13], seed=3)[0], 24
     tokens = {}
-    for memory_length in (3, 24):
-        out = lm.generate(
-            padded([prompt], max_length),
-            stop_token_ids=None,
-            segment_length=4,
-            memory_length=memory_length,
-            memory_start=start,
-        )["token_ids"][0].tolist()
-        steps = greedy_by_steps(lm, prompt, max_length, memory_length, start)
-        assert out == steps, memory_length
-        tokens[memory_length] = steps
-    assert tokens[3] != tokens[24]  # the short memory did slide
+    for start in ("empty", "zeros"):
+        for memory_length in (3, 24):
+            out = lm.generate(
+                padded([prompt], max_length),
+                stop_token_ids=None,
+                segment_length=4,
+                memory_length=memory_length,
+                memory_start=start,
+            )["token_ids"][0].tolist()
+            steps = greedy_by_steps(
+                lm, prompt, max_length, memory_length, start
+            )
+            assert out == steps, (start, memory_length)
+            tokens[start, memory_length] = steps
+        assert tokens[start, 3] != tokens[start, 24]  # the short one slid
+    # The zeros stay in the long memory: they change the text.
+    assert tokens["zeros", 24] != tokens["empty", 24]
 
 
 def test_mixed_length_prompts_match_each_prompt_alone():
@@ -125,12 +115,10 @@ def test_mixed_length_prompts_match_each_prompt_alone():
         padded(prompts, max_length), stop_token_ids=None, segment_length=4
     )["token_ids"]
     for row, prompt in enumerate(prompts):
-        alone = lm.generate(
-            padded([prompt], max_length),
-            stop_token_ids=None,
-            segment_length=4,
-        )["token_ids"]
-        assert together[row].tolist() == alone[0].tolist()
+        # Alone: single-token steps of this prompt only (which
+        # `generate()` of one prompt gives, in the tests above).
+        alone = greedy_by_steps(lm, prompt, max_length, memory_length=8)
+        assert together[row].tolist() == alone
         assert together[row, : len(prompt)].tolist() == prompt
 
 
@@ -233,9 +221,12 @@ def test_stop_tokens_end_rows_in_the_padding_mask():
     lm = generation_lm(seed=6)
     max_length = 12
     prompts = prompts_of([3, 5], seed=7)
-    free = lm.generate(padded(prompts, max_length), stop_token_ids=None)
-    # Stop on the first new token of row 0.
-    stop = int(free["token_ids"][0, 3])
+    # Stop on the first new token of row 0: the greedy token after its
+    # prompt (3 tokens, all in the memory of 8).
+    logits, _ = lm.call_with_memory(
+        np.array(prompts[:1], "int32"), lm.backbone.initial_memory(1)
+    )
+    stop = int(np.argmax(ops.convert_to_numpy(logits)[0, -1]))
     out = lm.generate(padded(prompts, max_length), stop_token_ids=(stop,))
     mask = out["padding_mask"]
     assert mask[0].tolist() == [True] * 4 + [False] * (max_length - 4)
@@ -275,10 +266,14 @@ def test_keras_hub_samplers_generate_after_the_prompts(sampler):
 def test_beam_search_with_one_beam_is_greedy():
     lm = generation_lm(seed=10)
     prompts = prompts_of([4, 2], seed=11)
-    greedy = lm.generate(padded(prompts, 10), stop_token_ids=None)
     lm.compile(sampler=keras_hub.samplers.BeamSampler(num_beams=1))
     beam = lm.generate(padded(prompts, 10), stop_token_ids=None)
-    np.testing.assert_array_equal(beam["token_ids"], greedy["token_ids"])
+    # Greedy: single-token steps (the tokens of greedy `generate()`,
+    # test_default_memory_is_the_models_own_not_max_length).
+    greedy = [
+        greedy_by_steps(lm, prompt, 10, memory_length=8) for prompt in prompts
+    ]
+    assert beam["token_ids"].tolist() == greedy
 
 
 def test_generate_on_strings_with_a_preprocessor():
