@@ -115,10 +115,12 @@ def test_mixed_length_prompts_match_each_prompt_alone():
         padded(prompts, max_length), stop_token_ids=None, segment_length=4
     )["token_ids"]
     for row, prompt in enumerate(prompts):
-        # Alone: single-token steps of this prompt only (which
-        # `generate()` of one prompt gives, in the tests above).
-        alone = greedy_by_steps(lm, prompt, max_length, memory_length=8)
-        assert together[row].tolist() == alone
+        alone = lm.generate(
+            padded([prompt], max_length),
+            stop_token_ids=None,
+            segment_length=4,
+        )["token_ids"]
+        assert together[row].tolist() == alone[0].tolist()
         assert together[row, : len(prompt)].tolist() == prompt
 
 
@@ -266,14 +268,10 @@ def test_keras_hub_samplers_generate_after_the_prompts(sampler):
 def test_beam_search_with_one_beam_is_greedy():
     lm = generation_lm(seed=10)
     prompts = prompts_of([4, 2], seed=11)
+    greedy = lm.generate(padded(prompts, 10), stop_token_ids=None)
     lm.compile(sampler=keras_hub.samplers.BeamSampler(num_beams=1))
     beam = lm.generate(padded(prompts, 10), stop_token_ids=None)
-    # Greedy: single-token steps (the tokens of greedy `generate()`,
-    # test_default_memory_is_the_models_own_not_max_length).
-    greedy = [
-        greedy_by_steps(lm, prompt, 10, memory_length=8) for prompt in prompts
-    ]
-    assert beam["token_ids"].tolist() == greedy
+    np.testing.assert_array_equal(beam["token_ids"], greedy["token_ids"])
 
 
 def test_generate_on_strings_with_a_preprocessor():
