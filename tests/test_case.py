@@ -3,6 +3,7 @@ backend, a round trip every layer must survive, and the README's tiny
 `keras-txl train` run, made once per test session."""
 
 import fcntl
+import functools
 import os
 import socket
 import subprocess
@@ -151,6 +152,51 @@ def free_port_pair():
         except OSError:
             continue
     raise RuntimeError("No two consecutive free ports on localhost.")
+
+
+# The statements after which a tiny LM (`model`) must be freed: a
+# compiled step that a function keeps for a model (not on it) must not
+# keep the model alive. Checked by `models_freed_after`, one fresh
+# process for all of them.
+FREED_AFTER = {
+    "score": "model.score(np.zeros((1, 5), 'int32'), segment_length=4)",
+    "dynamic_evaluation": (
+        "from keras_txl.training import dynamic_evaluation\n"
+        "dynamic_evaluation(model, np.arange(40) % 20, segment_length=8, "
+        "learning_rate=0.01)"
+    ),
+}
+
+
+@functools.cache
+def models_freed_after():
+    """`{name: freed}` for each statement of `FREED_AFTER`: whether a tiny
+    LM of its own is freed after the statement (on `model`) and `del
+    model`. In one fresh Python on this backend, made once per test
+    process (under pytest, TensorFlow keeps models alive for reasons of
+    its own): one import of keras, keras-hub and TensorFlow for all."""
+    script = "import gc, weakref\nimport numpy as np\n"
+    script += "from tests.tiny_models import tiny_lm\n"
+    for name, statement in FREED_AFTER.items():
+        script += (
+            "model = tiny_lm(seed=1)\n"
+            f"{statement}\n"
+            "gone = weakref.ref(model)\n"
+            "del model\n"
+            "gc.collect()\n"
+            f"print({name!r}, 'freed' if gone() is None else 'alive')\n"
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = result.stdout.splitlines()[-len(FREED_AFTER) :]
+    freed = dict(line.split() for line in lines)
+    assert freed.keys() == FREED_AFTER.keys(), result.stdout
+    return {name: state == "freed" for name, state in freed.items()}
 
 
 def to_numpy(x):

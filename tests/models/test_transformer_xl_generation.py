@@ -74,47 +74,37 @@ def test_greedy_with_memory_equals_recomputing_the_prefix():
     assert out["padding_mask"].all()
 
 
-def test_zero_starting_memory():
-    """`memory_start="zeros"` generates from attended zero vectors, as
-    `initial_memory(start="zeros")` (HuggingFace, the authors' TensorFlow
-    code), and differs from the empty start."""
-    lm = generation_lm()
-    prompt, max_length = [3, 17, 5, 22, 9], 16
-    out = lm.generate(
-        padded([prompt], max_length),
-        stop_token_ids=None,
-        segment_length=2,
-        memory_length=6,
-        memory_start="zeros",
-    )
-    zeros = greedy_by_steps(lm, prompt, max_length, 6, start="zeros")
-    assert out["token_ids"][0].tolist() == zeros
-    assert zeros != greedy_by_steps(lm, prompt, max_length, 6)
-
-
-@pytest.mark.parametrize("start", ["empty", "zeros"])
-def test_generation_equals_single_token_steps(start):
+def test_generation_equals_single_token_steps():
     """A prompt read in segments (of 4 and 1 here) gives the tokens of
     feeding it one token at a time, for either memory start, with a
     memory that slides past the prompt's start (3 < 13 prompt tokens)
     and one that never slides (24). (Reading the prompt's segments
     through the graph, where a segment's last token sees the memory and
-    the whole segment, gives other tokens for this seed.)"""
+    the whole segment, gives other tokens for this seed.)
+
+    `memory_start="zeros"` generates from attended zero vectors, as
+    `initial_memory(start="zeros")` (HuggingFace, the authors' TensorFlow
+    code), and differs from the empty start."""
     lm = generation_lm(seed=3)
     prompt, max_length = prompts_of([13], seed=3)[0], 24
     tokens = {}
-    for memory_length in (3, 24):
-        out = lm.generate(
-            padded([prompt], max_length),
-            stop_token_ids=None,
-            segment_length=4,
-            memory_length=memory_length,
-            memory_start=start,
-        )["token_ids"][0].tolist()
-        steps = greedy_by_steps(lm, prompt, max_length, memory_length, start)
-        assert out == steps, memory_length
-        tokens[memory_length] = steps
-    assert tokens[3] != tokens[24]  # the short memory did slide
+    for start in ("empty", "zeros"):
+        for memory_length in (3, 24):
+            out = lm.generate(
+                padded([prompt], max_length),
+                stop_token_ids=None,
+                segment_length=4,
+                memory_length=memory_length,
+                memory_start=start,
+            )["token_ids"][0].tolist()
+            steps = greedy_by_steps(
+                lm, prompt, max_length, memory_length, start
+            )
+            assert out == steps, (start, memory_length)
+            tokens[start, memory_length] = steps
+        assert tokens[start, 3] != tokens[start, 24]  # the short one slid
+    # The zeros stay in the long memory: they change the text.
+    assert tokens["zeros", 24] != tokens["empty", 24]
 
 
 def test_mixed_length_prompts_match_each_prompt_alone():
@@ -233,9 +223,12 @@ def test_stop_tokens_end_rows_in_the_padding_mask():
     lm = generation_lm(seed=6)
     max_length = 12
     prompts = prompts_of([3, 5], seed=7)
-    free = lm.generate(padded(prompts, max_length), stop_token_ids=None)
-    # Stop on the first new token of row 0.
-    stop = int(free["token_ids"][0, 3])
+    # Stop on the first new token of row 0: the greedy token after its
+    # prompt (3 tokens, all in the memory of 8).
+    logits, _ = lm.call_with_memory(
+        np.array(prompts[:1], "int32"), lm.backbone.initial_memory(1)
+    )
+    stop = int(np.argmax(ops.convert_to_numpy(logits)[0, -1]))
     out = lm.generate(padded(prompts, max_length), stop_token_ids=(stop,))
     mask = out["padding_mask"]
     assert mask[0].tolist() == [True] * 4 + [False] * (max_length - 4)

@@ -7,6 +7,7 @@ import pytest
 from keras import ops
 
 from keras_txl.training.evaluation import evaluate_segments
+from tests.test_case import models_freed_after
 from tests.test_case import to_numpy
 from tests.tiny_models import SEGMENT_LENGTHS
 from tests.tiny_models import SegmentLengthsBackbone
@@ -301,38 +302,7 @@ def test_a_memory_that_does_not_fit_a_score_says_what_to_pass(lm):
 
 def test_the_compiled_steps_do_not_keep_the_model_alive():
     # `score` keeps its compiled step for the model (not on it): a model
-    # scored and dropped is freed. In a fresh process: under pytest,
-    # TensorFlow keeps models alive for reasons of its own (the code before
-    # this cache did too).
-    assert _freed_after(
-        "model.score(np.zeros((1, 5), 'int32'), segment_length=4)"
-    )
-
-
-def _freed_after(statement):
-    """Whether a tiny LM is freed after `statement` (on `model`) and
-    `del model`, in a fresh Python on this backend."""
-    import subprocess
-    import sys
-
-    from tests.test_case import REPO
-
-    script = (
-        "import gc, weakref\n"
-        "import numpy as np\n"
-        "from tests.tiny_models import tiny_lm\n"
-        "model = tiny_lm(seed=1)\n"
-        f"{statement}\n"
-        "gone = weakref.ref(model)\n"
-        "del model\n"
-        "gc.collect()\n"
-        "print('freed' if gone() is None else 'alive')\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout.split()[-1] == "freed"
+    # scored and dropped is freed. In a fresh process (one for this and
+    # dynamic evaluation's check): under pytest, TensorFlow keeps models
+    # alive for reasons of its own (the code before this cache did too).
+    assert models_freed_after()["score"]

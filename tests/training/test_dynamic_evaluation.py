@@ -12,6 +12,7 @@ from keras_txl.data import load_corpus
 from keras_txl.models import TransformerXLCausalLM
 from keras_txl.training import dynamic_evaluation
 from keras_txl.training import evaluate_segments
+from tests.test_case import models_freed_after
 from tests.tiny_models import training_lm
 
 from .helpers import ordered_dataset
@@ -184,11 +185,6 @@ def test_lower_loss_than_static_on_a_shifted_domain():
 
 def test_the_compiled_stepper_does_not_keep_the_model_alive():
     # Kept for the model (not on it): a model evaluated and dropped is
-    # freed (in a fresh process, as the scoring test says why).
-    from tests.models.test_transformer_xl_scoring import _freed_after
-
-    assert _freed_after(
-        "from keras_txl.training import dynamic_evaluation\n"
-        "dynamic_evaluation(model, np.arange(40) % 20, segment_length=8, "
-        "learning_rate=0.01)"
-    )
+    # freed (in a fresh process, as the scoring test says why; the same
+    # one as the scoring test's).
+    assert models_freed_after()["dynamic_evaluation"]
