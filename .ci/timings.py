@@ -4,7 +4,8 @@
     python .ci/timings.py ci.log --note "idle 2-core VM"
 
 reads the stage times and test counts that `.ci/run` prints and appends a
-row (date, commit, minutes per stage, tests per backend, note) to the
+row (date, commit, minutes per stage, tests per backend, note, and the
+machine's speed that `.ci/machine_speed.py` measured at the start) to the
 table between the `ci-timings` markers of CONTRIBUTING.md. `--dry-run`
 prints the row instead. The table, not prose, is where CI times live.
 """
@@ -21,13 +22,19 @@ CONTRIBUTING = os.path.join(os.path.dirname(HERE), "CONTRIBUTING.md")
 START, END = "<!-- ci-timings:start -->", "<!-- ci-timings:end -->"
 HEADER = (
     "| date | commit | install | TensorFlow | JAX | torch | total "
-    "| note |\n|---|---|---:|---:|---:|---:|---:|---|"
+    "| note | machine: new / touched memory, Python loop |"
+    "\n|---|---|---:|---:|---:|---:|---:|---|---|"
 )
 # What `.ci/run` prints (see that file).
 INSTALLED = re.compile(r"=== installed after (\d+) s")
 STAGE = re.compile(r"\[(tensorflow|jax) took (\d+) s\]")
 TORCH = re.compile(r"^torch took (\d+) s", re.M)
 TOTAL = re.compile(r"^CI took (\d+) s", re.M)
+MACHINE = re.compile(
+    r"^=== machine: .*; new memory ([\d.]+) GB/s, touched ([\d.]+) GB/s; "
+    r"Python loop ([\d.]+) s$",
+    re.M,
+)
 SUMMARY = re.compile(r"^=* ?(?:(\d+) failed, )?(\d+) passed.* in [\d.]+s", re.M)
 
 
@@ -62,7 +69,17 @@ def parse(log):
     return seconds, dict(zip(("tensorflow", "jax", "torch"), counts))
 
 
-def row(seconds, counts, commit, note, date):
+def machine(log):
+    """The speed `.ci/machine_speed.py` printed in `log`, as the table's
+    cell ("0.45 / 9.7 GB/s, 0.30 s"), or "" for a log without it."""
+    found = MACHINE.search(log)
+    if found is None:
+        return ""
+    new, touched, loop = found.groups()
+    return f"{new} / {touched} GB/s, {loop} s"
+
+
+def row(seconds, counts, commit, note, date, speed=""):
     def stage(backend):
         passed, failed = counts[backend]
         tests = f"{passed}" + (f" +{failed} failed" if failed else "")
@@ -71,7 +88,7 @@ def row(seconds, counts, commit, note, date):
     return (
         f"| {date} | {commit} | {seconds['install'] / 60:.1f} "
         f"| {stage('tensorflow')} | {stage('jax')} | {stage('torch')} "
-        f"| **{seconds['total'] / 60:.1f}** | {note} |"
+        f"| **{seconds['total'] / 60:.1f}** | {note} | {speed} |"
     )
 
 
@@ -93,7 +110,8 @@ def main(argv=None):
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     with open(args.log, encoding="utf-8", errors="replace") as file:
-        seconds, counts = parse(file.read())
+        log = file.read()
+    seconds, counts = parse(log)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         capture_output=True,
@@ -101,7 +119,7 @@ def main(argv=None):
         cwd=HERE,
     ).stdout.strip()
     date = datetime.date.today().isoformat()
-    new_row = row(seconds, counts, commit or "?", args.note, date)
+    new_row = row(seconds, counts, commit or "?", args.note, date, machine(log))
     if args.dry_run:
         print(new_row)
         return 0
