@@ -113,11 +113,15 @@ def _python(backend, arguments, process=None, port=None, devices=None):
         KERAS_TXL_PEER_TIMEOUT=str(PEER_TIMEOUT),
     )
     for key in list(env):
-        if key.startswith("KERAS_DISTRIBUTION_") or key in (
-            "XLA_FLAGS",
-            "TF_CONFIG",
-        ):
+        if key.startswith("KERAS_DISTRIBUTION_") or key == "TF_CONFIG":
             del env[key]
+    # The session's XLA settings (tests/conftest.py: one thread, no LLVM
+    # optimizations), less any device count: the children's own below.
+    flags = [
+        flag
+        for flag in env.get("XLA_FLAGS", "").split()
+        if not flag.startswith("--xla_force_host_platform_device_count")
+    ]
     if process is not None and backend == "jax":
         env["KERAS_DISTRIBUTION_JOB_ADDRESSES"] = f"localhost:{port}"
         env["KERAS_DISTRIBUTION_NUM_PROCESSES"] = "2"
@@ -132,7 +136,8 @@ def _python(backend, arguments, process=None, port=None, devices=None):
             }
         )
     if devices and backend == "jax":
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        flags.append(f"--xla_force_host_platform_device_count={devices}")
+    env["XLA_FLAGS"] = " ".join(flags)
     return subprocess.Popen(
         [sys.executable, *arguments],
         env=env,

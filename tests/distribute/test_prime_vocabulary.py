@@ -108,7 +108,13 @@ def test_prime_vocabulary_shards_and_equals_one_device(tmp_path):
     env = dict(
         os.environ,
         KERAS_BACKEND="jax",
-        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        # The session's XLA settings (tests/conftest.py), and 2 devices.
+        XLA_FLAGS=" ".join(
+            [
+                os.environ.get("XLA_FLAGS", ""),
+                "--xla_force_host_platform_device_count=2",
+            ]
+        ).strip(),
         JAX_PLATFORMS="cpu",
     )
     done = subprocess.run(
