@@ -16,7 +16,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # 2-core machine, CPU seconds of tests/models/test_carried_memory.py:
 # JAX 66.1 -> 53.3 and 38.3 -> 35.4, TensorFlow 33.4 -> 29.5 and
 # 30.5 -> 28.3. The children the tests start inherit both settings (a
-# test that gives a child a device count adds it to these XLA_FLAGS).
+# test that gives a child a device count adds it to these XLA_FLAGS:
+# `tests.test_case.xla_flags`).
 os.environ.setdefault(
     "XLA_FLAGS",
     "--xla_backend_optimization_level=0 --xla_cpu_multi_thread_eigen=false",

@@ -154,6 +154,23 @@ def free_port_pair():
     raise RuntimeError("No two consecutive free ports on localhost.")
 
 
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def xla_flags(devices=None):
+    """`XLA_FLAGS` for a child process: this session's settings
+    (tests/conftest.py: one thread, no LLVM optimizations), less any
+    device count, plus `devices` CPU devices when given."""
+    flags = [
+        flag
+        for flag in os.environ.get("XLA_FLAGS", "").split()
+        if not flag.startswith(DEVICE_COUNT_FLAG)
+    ]
+    if devices:
+        flags.append(f"{DEVICE_COUNT_FLAG}={devices}")
+    return " ".join(flags)
+
+
 # The statements after which a tiny LM (`model`) must be freed: a
 # compiled step that a function keeps for a model (not on it) must not
 # keep the model alive. Checked by `models_freed_after`, one fresh

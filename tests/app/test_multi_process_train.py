@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 from tests.test_case import free_port_pair
+from tests.test_case import xla_flags
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,13 +116,6 @@ def _python(backend, arguments, process=None, port=None, devices=None):
     for key in list(env):
         if key.startswith("KERAS_DISTRIBUTION_") or key == "TF_CONFIG":
             del env[key]
-    # The session's XLA settings (tests/conftest.py: one thread, no LLVM
-    # optimizations), less any device count: the children's own below.
-    flags = [
-        flag
-        for flag in env.get("XLA_FLAGS", "").split()
-        if not flag.startswith("--xla_force_host_platform_device_count")
-    ]
     if process is not None and backend == "jax":
         env["KERAS_DISTRIBUTION_JOB_ADDRESSES"] = f"localhost:{port}"
         env["KERAS_DISTRIBUTION_NUM_PROCESSES"] = "2"
@@ -135,9 +129,7 @@ def _python(backend, arguments, process=None, port=None, devices=None):
                 "task": {"type": "worker", "index": process},
             }
         )
-    if devices and backend == "jax":
-        flags.append(f"--xla_force_host_platform_device_count={devices}")
-    env["XLA_FLAGS"] = " ".join(flags)
+    env["XLA_FLAGS"] = xla_flags(devices if backend == "jax" else None)
     return subprocess.Popen(
         [sys.executable, *arguments],
         env=env,

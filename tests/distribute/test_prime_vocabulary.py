@@ -14,6 +14,8 @@ import textwrap
 
 import pytest
 
+from tests.test_case import xla_flags
+
 # The subprocess is JAX whatever KERAS_BACKEND is: one CI stage runs it.
 pytestmark = pytest.mark.one_backend
 
@@ -108,13 +110,7 @@ def test_prime_vocabulary_shards_and_equals_one_device(tmp_path):
     env = dict(
         os.environ,
         KERAS_BACKEND="jax",
-        # The session's XLA settings (tests/conftest.py), and 2 devices.
-        XLA_FLAGS=" ".join(
-            [
-                os.environ.get("XLA_FLAGS", ""),
-                "--xla_force_host_platform_device_count=2",
-            ]
-        ).strip(),
+        XLA_FLAGS=xla_flags(devices=2),
         JAX_PLATFORMS="cpu",
     )
     done = subprocess.run(
