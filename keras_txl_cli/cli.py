@@ -24,6 +24,7 @@ also shows what TensorFlow, JAX, absl and Keras print.
 """
 
 import argparse
+import gc
 import os
 import sys
 
@@ -96,6 +97,35 @@ def _one_line_errors():
     return (ValueError, OSError, TrainingDiverged, MissingExtraError)
 
 
+def import_library():
+    """Imports `keras_txl`, and with it Keras, keras-hub and the backend.
+
+    In a process that has not imported it yet (a command's start), the
+    garbage collector is paused for the imports, and what they made
+    (modules, classes, functions: alive as long as the process) is then
+    moved out of its reach (`gc.freeze()`). Each collection otherwise walks
+    every object alive, TensorFlow's and Keras's modules first: the
+    collections that the imports' allocations trigger, then every full
+    one while the command runs. Measured on 2 cores (TensorFlow, `keras-txl
+    evaluate` of a tiny run): 8.8 s -> 7.0 s of CPU. (A process that
+    imported Keras already, one that calls `main` again or a user's
+    script, is left as it is: what it holds is its own.)
+    """
+    if "keras" in sys.modules:
+        import keras_txl  # noqa: F401
+
+        return
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import keras_txl  # noqa: F401
+
+        gc.freeze()
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def main(argv=None):
     """Runs `keras-txl` with `argv` (default: the command line) and
     returns the exit status.
@@ -120,7 +150,7 @@ def main(argv=None):
         with quiet_libraries(args.show_library_output):
             # Registers every class a run can name, then the JAX
             # compilation cache before the first computation.
-            import keras_txl  # noqa: F401
+            import_library()
             from keras_txl_cli import compilation_cache
 
             compilation_cache.enable_for_command()  # JAX only

@@ -61,6 +61,12 @@ if "--tf_xla_persistent_cache_directory" not in os.environ.get(
 
 import gc  # noqa: E402
 
+# The imports of the session (Keras, keras-hub, the backend, the library)
+# run with the garbage collector paused, as a `keras-txl` command's start
+# does (`keras_txl_cli.cli.import_library`: its collections walked every
+# object the imports had made so far); it is on again below.
+gc.disable()
+
 import keras  # noqa: E402
 import keras_hub  # noqa: E402, F401
 import pytest  # noqa: E402
@@ -80,6 +86,7 @@ from tests import test_case  # noqa: E402
 # a reference cycle are not reclaimed: a little memory, never a result.)
 gc.collect()
 gc.freeze()
+gc.enable()
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,12 @@
 it: the mistakes that need a file read come back before Keras is
 imported (the output folder that holds a model, an empty corpus, a
 `--max-length` shorter than the prompt), the command is a package of its
-own that the library never imports, and `python -m keras_txl` and
-`keras-txl cache` (the old spellings) still work."""
+own that the library never imports, it imports the library with the
+garbage collector paused, and `python -m keras_txl` and `keras-txl cache`
+(the old spellings) still work."""
 
+import gc
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +17,7 @@ import pytest
 
 from keras_txl import data
 from keras_txl_cli import artifacts
+from keras_txl_cli import cli
 from keras_txl_cli import path_checks
 from tests.test_case import REPO
 
@@ -143,3 +147,50 @@ def test_the_old_spellings_still_run_the_command(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith(f"Token cache: {tmp_path} (0 entries")
+
+
+# A command's start, as `main` makes it: the collections that run while
+# `import_library` imports Keras, keras-hub, the backend and the library.
+IMPORT_LIBRARY = """
+import gc, json, sys
+from keras_txl_cli import cli
+assert "keras" not in sys.modules
+started = []
+gc.callbacks.append(lambda phase, info: phase == "start" and started.append(1))
+cli.import_library()
+gc.callbacks.clear()
+print(json.dumps({
+    "collections": len(started),
+    "frozen": gc.get_freeze_count(),
+    "enabled": gc.isenabled(),
+    "loaded": "keras_txl" in sys.modules,
+}))
+"""
+
+
+def test_the_command_imports_the_library_without_collecting():
+    """No collection runs during the imports of a command's start (with
+    the collector on, importing TensorFlow alone starts hundreds), their
+    objects are then frozen out of the collector's reach, and the
+    collector is on again for the command."""
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_LIBRARY],
+        env=dict(os.environ, PYTHONPATH=REPO),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["loaded"] and report["enabled"], report
+    assert report["collections"] == 0, report
+    # Keras's, keras-hub's and the backend's objects (about a million).
+    assert report["frozen"] > 100_000, report
+
+
+def test_a_process_that_imported_keras_keeps_its_collector():
+    """Called again in a process (this one) that imported Keras, it
+    freezes nothing and leaves the collector on."""
+    frozen = gc.get_freeze_count()
+    cli.import_library()
+    assert gc.get_freeze_count() == frozen
+    assert gc.isenabled()
