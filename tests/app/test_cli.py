@@ -313,6 +313,8 @@ def _check_generate(output, capsys):
 # `mirrored`. A replica's memory depends on its own rows only.)
 _TWO_DEVICES = """
 import contextlib, io, json, os, shutil, sys, time
+from keras_txl_cli.cli import import_library
+import_library()  # the command's start (its collector paused)
 import keras
 import numpy as np
 from keras_txl.distribute import ReplicaStrategy

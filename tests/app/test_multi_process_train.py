@@ -63,6 +63,8 @@ RUN = [
 # validated (`evaluate_bpc`).
 REFERENCE = """
 import sys
+from keras_txl_cli.cli import import_library
+import_library()  # the command's start (its collector paused)
 from keras_txl_cli.evaluate_command import evaluate
 run, losses, metrics, validation = sys.argv[1:]
 evaluate(run, batch_size=2, token_losses=losses, metrics_json=metrics)

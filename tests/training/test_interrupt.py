@@ -52,9 +52,12 @@ CHILD = """
 import json
 import sys
 
+from keras_txl_cli import cli
+
+cli.import_library()  # the command's start (its collector paused)
+
 import keras
 
-from keras_txl_cli import cli
 from keras_txl_cli import train_run
 
 commands = json.loads(sys.argv[1])
