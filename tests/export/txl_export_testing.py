@@ -41,12 +41,13 @@ def keras_segment_loop(lm, token_segments, memory_length):
     return np.stack(logits), np.stack(valid_lengths), final_memory
 
 
-def run_python(args, backend=None, timeout=300):
+def run_python(args, backend=None, timeout=300, extra_env=None):
     """Runs `python ARGS` from the repository root; returns stdout. The
-    child gets `KERAS_BACKEND=backend` when given, and keras_txl on its
-    path. Raises with the child's stderr when it fails. The output is
-    as the child wrote it: carriage returns and terminal codes kept."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    child gets `KERAS_BACKEND=backend` when given, the variables of
+    `extra_env` (a dict) when given, and keras_txl on its path. Raises
+    with the child's stderr when it fails. The output is as the child
+    wrote it: carriage returns and terminal codes kept."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(extra_env or {}))
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p
     )
