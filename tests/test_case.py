@@ -171,6 +171,25 @@ def xla_flags(devices=None):
     return " ".join(flags)
 
 
+def torch_threads():
+    """The environment that gives a child this process's torch threads
+    (tests/conftest.py: one per pytest worker), under the torch backend;
+    else nothing.
+
+    torch's CPU kernels split a sum among their intra-op threads, so that
+    the number of threads decides the order of the additions: the layer
+    norms' gradients of gamma and beta and the full sum of a 512 x 128
+    gradient (`global_clipnorm`) differ in their last bits between one
+    and two threads (whichever CPU kernels, `ATEN_CPU_CAPABILITY`). A
+    child left to torch's default takes one thread per core, which on 2
+    cores also waits against the other pytest worker."""
+    if keras.backend.backend() != "torch":
+        return {}
+    import torch
+
+    return {"OMP_NUM_THREADS": str(torch.get_num_threads())}
+
+
 # The statements after which a tiny LM (`model`) must be freed: a
 # compiled step that a function keeps for a model (not on it) must not
 # keep the model alive. Checked by `models_freed_after`, one fresh

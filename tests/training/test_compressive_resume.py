@@ -14,6 +14,7 @@ from keras_txl.training.step_history import StepHistory
 from keras_txl.training.training_checkpoint import TrainingCheckpoint
 from tests.export.txl_export_testing import run_python
 from tests.test_case import to_numpy
+from tests.test_case import torch_threads
 from tests.tiny_models import COMPRESSIVE_LM
 from tests.tiny_models import tiny_lm
 
@@ -93,14 +94,11 @@ def _runs(folder):
 
 
 # `_runs` in a fresh process, on this session's backend (float64 on JAX
-# too: JAX_ENABLE_X64), its arrays written to argv[1].
+# too: JAX_ENABLE_X64; this process's torch threads), its arrays written
+# to argv[1].
 CHILD = """
-import os, sys
-import keras
+import sys
 import numpy as np
-if keras.backend.backend() == "torch":
-    import torch
-    torch.set_num_threads(1)  # beside the other pytest worker
 from tests.training.test_compressive_resume import _runs
 np.savez(sys.argv[1], **_runs(sys.argv[2]))
 """
@@ -117,7 +115,7 @@ def test_stopped_compressive_run_resumes_exactly(tmp_path):
     out = tmp_path / "runs.npz"
     run_python(
         ["-c", CHILD, str(out), str(tmp_path)],
-        extra_env={"JAX_ENABLE_X64": "1"},
+        extra_env={"JAX_ENABLE_X64": "1", **torch_threads()},
     )
     runs = np.load(out)
     assert int(runs["step"]) == STOP

@@ -12,12 +12,12 @@ import signal
 import subprocess
 import sys
 
-import keras
 import pytest
 
 from keras_txl.data.token_cache import token_cache_entries
 from keras_txl_cli.train_config import TrainConfig
 from keras_txl_cli.train_run import fit_language_model
+from tests.test_case import torch_threads
 
 REPO = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,26 +103,6 @@ def _argv(corpus, output):
     return argv
 
 
-def _same_threads():
-    """The environment that gives a child this process's torch threads.
-
-    torch's CPU kernels split a sum among their intra-op threads, so that
-    the number of threads decides the order of the additions: the layer
-    norms' gradients of gamma and beta and the full sum of a 512 x 128
-    gradient (`global_clipnorm`) differ in their last bits between one
-    and two threads (whichever CPU kernels, `ATEN_CPU_CAPABILITY`), and
-    the losses of this test's run with them (up to 4.8e-7). The
-    uninterrupted run below runs in this process, with the one thread of
-    tests/conftest.py; a child left to torch's default takes one per
-    core. A run resumes exactly with the threads it ran with: that is
-    what this test checks."""
-    if keras.backend.backend() != "torch":
-        return {}
-    import torch
-
-    return {"OMP_NUM_THREADS": str(torch.get_num_threads())}
-
-
 class _Child:
     """The child running `commands` (`[(N, argv)]`, see CHILD) with the
     token cache `cache`, driven step by step by the test."""
@@ -139,7 +119,10 @@ class _Child:
                 PYTHONPATH=REPO,
                 TF_CPP_MIN_LOG_LEVEL="3",
                 KERAS_TXL_CACHE=cache,
-                **_same_threads(),
+                # The uninterrupted run runs in this process, with its
+                # threads: a run resumes exactly with the threads it ran
+                # with (the losses, up to 4.8e-7 apart with 1 and 2).
+                **torch_threads(),
             ),
         )
 
